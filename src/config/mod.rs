@@ -1,0 +1,134 @@
+//! The StunnerConfig document: what the operator renders for one Gateway and the CDS serves to
+//! every `stunnerd` (spec: stunner-config.md).
+//!
+//! The types mirror the dataplane's JSON exactly, including what is omitted when empty, and
+//! `validate` reproduces the dataplane's normalisation in its normative order, with its error
+//! texts. Equality is structural on these types; compare [`StunnerConfig::normalized`] values
+//! to get the dataplane's notion of "the same config".
+
+mod admin;
+mod auth;
+mod cluster;
+mod endpoint;
+pub mod go_compat;
+pub mod json;
+mod listener;
+
+pub use admin::{
+    AdminConfig, DEFAULT_HEALTH_CHECK_ENDPOINT, DEFAULT_LOG_LEVEL, DEFAULT_METRICS_ENDPOINT, DEFAULT_STUNNER_NAME,
+    LicenseConfig, offload_engine,
+};
+pub use auth::{AuthConfig, AuthType, DEFAULT_REALM};
+pub use cluster::{CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS, ClusterConfig};
+pub use endpoint::Endpoint;
+pub use listener::{
+    DEFAULT_PORT, LISTENER_PROTOCOLS, ListenerConfig, NODE_ADDRESS_PLACEHOLDER, STUNNER_ADDR_VAR, is_tls_protocol,
+    listener_protocol,
+};
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+pub const API_VERSION: &str = "v1";
+
+/// A validation failure, with the dataplane's exact error text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StunnerConfig {
+    pub version: String,
+    pub admin: AdminConfig,
+    pub auth: AuthConfig,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerConfig>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterConfig>,
+}
+
+impl StunnerConfig {
+    /// The placeholder config: static auth with dummy credentials, nothing else.
+    pub fn empty() -> Self {
+        let credentials = [("username", "dummy-username"), ("password", "dummy-password")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        StunnerConfig {
+            version: API_VERSION.into(),
+            admin: AdminConfig::default(),
+            auth: AuthConfig { auth_type: "static".into(), realm: DEFAULT_REALM.into(), credentials },
+            listeners: Vec::new(),
+            clusters: Vec::new(),
+        }
+    }
+
+    /// What the CDS sends when the config `id` is deleted, and what stunnerd runs before its
+    /// first config. stunnerd recognises it as a deletion (see [`Self::is_deleted`]).
+    pub fn zero(id: &str) -> Self {
+        let mut c = Self::empty();
+        c.admin.name = id.into();
+        c
+    }
+
+    /// Validates and normalises in place, in the dataplane's order (stunner-config.md §7).
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.version != API_VERSION {
+            return Err(ConfigError(format!("unsupported API version: {}", go_compat::quote(&self.version))));
+        }
+        self.admin.validate()?;
+        self.auth.validate()?;
+        self.listeners.iter_mut().try_for_each(ListenerConfig::validate)?;
+        self.clusters.iter_mut().try_for_each(ClusterConfig::validate)
+    }
+
+    /// A validated copy.
+    pub fn normalized(&self) -> Result<Self, ConfigError> {
+        let mut c = self.clone();
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// stunnerd's `IsConfigDeleted`: whether this (validated) config is the zero config of its name.
+    pub fn is_deleted(&self) -> bool {
+        Self::zero(&self.admin.name).normalized().is_ok_and(|z| &z == self)
+    }
+
+    /// stunnerd's `IsZeroConfig`: like [`Self::is_deleted`] but any log level counts.
+    pub fn is_zero(&self) -> bool {
+        let mut z = Self::zero(&self.admin.name);
+        z.admin.loglevel = self.admin.loglevel.clone();
+        z.normalized().is_ok_and(|z| &z == self)
+    }
+
+    /// The compact wire form: one JSON document, Go byte order, YAML-safe.
+    pub fn to_json(&self) -> Vec<u8> {
+        json::to_vec(self)
+    }
+
+    /// Whether any listener asks the CDS for per-node address patching.
+    pub fn has_node_placeholder(&self) -> bool {
+        self.listeners.iter().any(|l| l.addr == NODE_ADDRESS_PLACEHOLDER)
+    }
+}
+
+/// A one-line description safe for logs: credentials, certificates and keys are redacted.
+impl fmt::Display for StunnerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let join = |items: Vec<String>| items.join(",");
+        write!(
+            f,
+            "{{version={:?},admin:{{name={:?},logLevel={:?}}},{},listeners=[{}],clusters=[{}]}}",
+            self.version,
+            self.admin.name,
+            self.admin.loglevel,
+            self.auth,
+            join(self.listeners.iter().map(ToString::to_string).collect()),
+            join(self.clusters.iter().map(ToString::to_string).collect()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;
