@@ -18,6 +18,11 @@ pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     out
 }
 
+/// Like [`to_vec`], as a `String`.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
+    String::from_utf8(to_vec(value)).expect("serde_json writes UTF-8")
+}
+
 /// Like [`to_vec`], with the trailing newline Go's `json.Encoder` writes on HTTP bodies.
 pub fn to_vec_line<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     let mut out = to_vec(value);

@@ -103,8 +103,8 @@ impl StunnerConfig {
     }
 
     /// The compact wire form: one JSON document, Go byte order, YAML-safe.
-    pub fn to_json(&self) -> Vec<u8> {
-        json::to_vec(self)
+    pub fn to_json(&self) -> String {
+        json::to_string(self)
     }
 
     /// Whether any listener asks the CDS for per-node address patching.

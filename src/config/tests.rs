@@ -16,13 +16,13 @@ fn validation_error(s: &str) -> String {
 
 #[test]
 fn zero_config_has_the_exact_wire_bytes() {
-    assert_eq!(String::from_utf8(StunnerConfig::zero("stunner/udp-gateway").to_json()).unwrap(), ZERO_WIRE);
+    assert_eq!(StunnerConfig::zero("stunner/udp-gateway").to_json(), ZERO_WIRE);
 }
 
 #[test]
 fn zero_config_validates_to_the_spec_form() {
     let z = StunnerConfig::zero("stunner/udp-gateway").normalized().unwrap();
-    assert_eq!(String::from_utf8(z.to_json()).unwrap(), ZERO_VALIDATED);
+    assert_eq!(z.to_json(), ZERO_VALIDATED);
     assert!(z.is_deleted());
     assert!(z.is_zero());
     assert_eq!(parse(ZERO_VALIDATED), z);
@@ -31,7 +31,7 @@ fn zero_config_validates_to_the_spec_form() {
 #[test]
 fn spec_example_round_trips_byte_for_byte() {
     let c = parse(EXAMPLE);
-    assert_eq!(String::from_utf8(c.to_json()).unwrap(), EXAMPLE);
+    assert_eq!(c.to_json(), EXAMPLE);
     assert_eq!(c.listeners[1].port, 3479);
     assert_eq!(c.clusters[0].endpoints.len(), 3);
 }
@@ -61,14 +61,14 @@ fn healthcheck_endpoint_is_tri_state() {
     let absent = parse(r#"{"version":"v1","admin":{},"auth":{"type":"none"}}"#).normalized().unwrap();
     assert_eq!(absent.admin.healthcheck_endpoint.as_deref(), Some("http://:8086"));
     let disabled = parse(r#"{"version":"v1","admin":{"healthcheck_endpoint":""},"auth":{"type":"none"}}"#);
-    assert!(String::from_utf8(disabled.to_json()).unwrap().contains(r#""healthcheck_endpoint":"""#));
+    assert!(disabled.to_json().contains(r#""healthcheck_endpoint":"""#));
     assert_eq!(disabled.normalized().unwrap().admin.healthcheck_endpoint.as_deref(), Some(""));
 }
 
 #[test]
 fn credentials_are_always_emitted() {
     let c = StunnerConfig { version: "v1".into(), ..Default::default() };
-    assert_eq!(String::from_utf8(c.to_json()).unwrap(), r#"{"version":"v1","admin":{},"auth":{"credentials":{}}}"#);
+    assert_eq!(c.to_json(), r#"{"version":"v1","admin":{},"auth":{"credentials":{}}}"#);
 }
 
 #[test]

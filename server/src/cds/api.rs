@@ -1,0 +1,211 @@
+//! The HTTP API of cds-protocol.md §2: plain GETs and, with `watch=true`, WebSocket watches.
+
+use super::handshake;
+use super::session::{self, Session};
+use super::store::{ConfigStore, Frame, Scope};
+use super::watch::Watch;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::Arc;
+use stunner_gateway::cds::{ApiError, ConfigId};
+use stunner_gateway::config::json;
+use tokio_util::sync::CancellationToken;
+
+/// What the handlers share.
+pub struct CdsState {
+    pub store: Arc<ConfigStore>,
+    pub session: session::Settings,
+    /// Cancelled when the server shuts down: watch sessions then close with a Close frame.
+    pub shutdown: CancellationToken,
+}
+
+pub fn router(state: Arc<CdsState>) -> Router {
+    Router::new()
+        .route("/api/v1/configs", get(list_all))
+        .route("/api/v1/configs/{namespace}", get(list_namespace))
+        .route("/api/v1/configs/{namespace}/{name}", get(get_one))
+        .route("/api/v1/license", get(license))
+        .fallback(|| async { text_error(StatusCode::NOT_FOUND, "404 page not found") })
+        .with_state(state)
+}
+
+async fn list_all(State(state): State<Arc<CdsState>>, req: Request) -> Response {
+    serve_scope(state, Scope::All, req).await
+}
+
+async fn list_namespace(State(state): State<Arc<CdsState>>, Path(ns): Path<String>, req: Request) -> Response {
+    serve_scope(state, Scope::Namespace(ns), req).await
+}
+
+async fn get_one(
+    State(state): State<Arc<CdsState>>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    serve_scope(state, Scope::Config(ConfigId::new(ns, name)), req).await
+}
+
+async fn license(State(state): State<Arc<CdsState>>) -> Response {
+    json_response(StatusCode::OK, Bytes::from(json::to_vec_line(&state.store.license())))
+}
+
+async fn serve_scope(state: Arc<CdsState>, scope: Scope, req: Request) -> Response {
+    // The node parameter exists on the single-config route only; list routes ignore it.
+    let with_node = matches!(scope, Scope::Config(_));
+    let Query { watch, node } = match Query::parse(req.uri().query().unwrap_or(""), with_node) {
+        Ok(q) => q,
+        Err(message) => return text_error(StatusCode::BAD_REQUEST, &message),
+    };
+    if watch {
+        return upgrade(state, scope, node, req).await;
+    }
+    let store = &state.store;
+    match &scope {
+        Scope::Config(id) => match store.get(id) {
+            Some(s) => json_response(StatusCode::OK, with_newline(&s.frame_for(node.as_deref(), store.nodes()))),
+            None => not_found(id),
+        },
+        scope => json_response(StatusCode::OK, config_list(store.list(scope).iter().map(|s| &s.json))),
+    }
+}
+
+async fn upgrade(state: Arc<CdsState>, scope: Scope, node: Option<String>, req: Request) -> Response {
+    let (mut parts, _) = req.into_parts();
+    if let Err(refusal) = handshake::check(&parts.headers) {
+        let mut resp = text_error(
+            refusal.status,
+            &format!("{}\n{}", refusal.status.canonical_reason().unwrap_or(""), refusal.message),
+        );
+        if refusal.status == StatusCode::UPGRADE_REQUIRED {
+            resp.headers_mut().insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        }
+        resp.headers_mut().insert("sec-websocket-version", HeaderValue::from_static("13"));
+        return resp;
+    }
+    let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let permit = parts.extensions.get::<session::ConnectionPermit>().cloned();
+    let settings = state.session.clone();
+    let shutdown = state.shutdown.clone();
+    // Subscribe only once the handshake is good: a refused upgrade leaves nothing behind.
+    let (watch, initial) = Watch::new(state.store.clone(), scope, node);
+    let metrics = state.store.metrics.clone();
+    settings
+        .configure(ws)
+        .on_failed_upgrade(|e| tracing::debug!(error = %e, "CDS WebSocket upgrade failed"))
+        .on_upgrade(move |socket| Session { socket, watch, settings, metrics, shutdown, _permit: permit }.run(initial))
+}
+
+/// The parameters upstream binds, with its rules: each key at most once, `watch` a Go bool.
+#[derive(Debug)]
+struct Query {
+    watch: bool,
+    node: Option<String>,
+}
+
+impl Query {
+    fn parse(raw: &str, with_node: bool) -> Result<Self, String> {
+        let mut watch = Vec::new();
+        let mut node = Vec::new();
+        for (k, v) in form_urlencoded::parse(raw.as_bytes()) {
+            match &*k {
+                "watch" => watch.push(v.into_owned()),
+                "node" if with_node => node.push(v.into_owned()),
+                _ => {}
+            }
+        }
+        let single = |name: &str, values: Vec<String>| match values.len() {
+            0 => Ok(None),
+            1 => Ok(values.into_iter().next()),
+            _ => {
+                Err(format!("Invalid format for parameter {name}: multiple values for single value parameter '{name}'"))
+            }
+        };
+        let watch = match single("watch", watch)?.as_deref() {
+            None => false,
+            Some(v) => parse_go_bool(v).ok_or_else(|| {
+                format!("Invalid format for parameter watch: strconv.ParseBool: parsing \"{v}\": invalid syntax")
+            })?,
+        };
+        Ok(Query { watch, node: single("node", node)? })
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// `{"items":[...],"version":"v1"}` assembled from already-encoded configs.
+fn config_list<'a>(items: impl Iterator<Item = &'a Frame>) -> Bytes {
+    let mut body = BytesMut::with_capacity(64);
+    body.put_slice(b"{\"items\":[");
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            body.put_u8(b',');
+        }
+        body.put_slice(item.as_bytes());
+    }
+    body.put_slice(b"],\"version\":\"v1\"}\n");
+    body.freeze()
+}
+
+fn with_newline(frame: &Frame) -> Bytes {
+    let mut body = BytesMut::with_capacity(frame.len() + 1);
+    body.put_slice(frame.as_bytes());
+    body.put_u8(b'\n');
+    body.freeze()
+}
+
+fn not_found(id: &ConfigId) -> Response {
+    let body = ApiError { code: 404, message: format!("Config not found for ID {id}") };
+    json_response(StatusCode::NOT_FOUND, Bytes::from(json::to_vec_line(&body)))
+}
+
+fn json_response(status: StatusCode, body: Bytes) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response()
+}
+
+/// Go's `http.Error`: a plain-text line.
+pub(super) fn text_error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_follows_the_upstream_binder() {
+        assert!(Query::parse("watch=true", true).unwrap().watch);
+        assert!(Query::parse("watch=1&node=n", true).unwrap().watch);
+        assert!(!Query::parse("watch=False", true).unwrap().watch);
+        assert_eq!(Query::parse("node=", true).unwrap().node.as_deref(), Some(""));
+        assert_eq!(Query::parse("node=a%2Db&x=y", true).unwrap().node.as_deref(), Some("a-b"));
+        assert!(Query::parse("watch=", true).unwrap_err().starts_with("Invalid format for parameter watch:"));
+        assert!(Query::parse("watch=yes", true).unwrap_err().starts_with("Invalid format for parameter watch:"));
+        assert_eq!(
+            Query::parse("watch=true&watch=true", true).unwrap_err(),
+            "Invalid format for parameter watch: multiple values for single value parameter 'watch'"
+        );
+        assert!(Query::parse("node=a&node=b", true).unwrap_err().starts_with("Invalid format for parameter node:"));
+        assert_eq!(Query::parse("node=a&node=b", false).unwrap().node, None, "list routes ignore node");
+    }
+}

@@ -1,0 +1,22 @@
+//! The config discovery service (CDS): the server every `stunnerd` watches for its config
+//! (spec: cds-protocol.md).
+//!
+//! [`store`] keeps the latest snapshot per config id; [`watch`] turns it into what one client
+//! must be sent next; [`api`], [`handshake`] and [`session`] speak the upstream HTTP and
+//! WebSocket protocol; [`serve`] runs the listener.
+
+pub mod api;
+pub mod handshake;
+pub mod metrics;
+pub mod nodes;
+pub mod serve;
+pub mod session;
+pub mod store;
+pub mod watch;
+
+pub use metrics::CdsMetrics;
+pub use serve::{ServerSettings, serve};
+pub use store::{ConfigStore, Scope, Snapshot};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,252 @@
+//! The CDS store: per config id, the latest published config as an immutable snapshot.
+//!
+//! A snapshot carries its JSON encoded once; every client of that version shares the bytes.
+//! Clients never receive from the store directly: each reads the latest value of a
+//! latest-value channel (one per config id, one for the store as a whole), so a slow client
+//! skips versions instead of queueing them, and publishing never waits for anyone.
+
+use super::metrics::CdsMetrics;
+use super::nodes::NodeAddresses;
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use stunner_gateway::cds::{ConfigId, LicenseStatus};
+use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, STUNNER_ADDR_VAR, StunnerConfig};
+use tokio::sync::watch;
+
+/// One encoded config, ready to be a WebSocket text frame or an HTTP body without copying.
+pub type Frame = axum::extract::ws::Utf8Bytes;
+
+/// One version of one config id, shared by every client that is sent it.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub id: ConfigId,
+    /// Grows with every change of any id in this store; never reused.
+    pub version: u64,
+    /// What was published, served verbatim (listeners unvalidated, `$STUNNER_ADDR` literal).
+    pub config: StunnerConfig,
+    /// The wire form of `config`, encoded once.
+    pub json: Frame,
+    /// This is the zero config pushed once when the id was deleted.
+    pub deleted: bool,
+    /// Published value after the dataplane's normalisation, for change detection.
+    normalized: Option<StunnerConfig>,
+    /// Per-node variants of `json`, keyed by the node address they carry; only for configs
+    /// with a node-address placeholder.
+    patched: Mutex<HashMap<Option<IpAddr>, Frame>>,
+}
+
+impl Snapshot {
+    fn new(id: ConfigId, version: u64, config: StunnerConfig, deleted: bool) -> Self {
+        let json = Frame::from(config.to_json());
+        let normalized = config.normalized().ok();
+        Snapshot { id, version, config, json, deleted, normalized, patched: Mutex::default() }
+    }
+
+    /// Whether publishing `config` over this snapshot would change what dataplanes run.
+    fn same_content(&self, config: &StunnerConfig) -> bool {
+        match (&self.normalized, config.normalized().ok()) {
+            (Some(a), Some(b)) => *a == b,
+            _ => self.config == *config,
+        }
+    }
+
+    /// The bytes for a client on `node`: the node-address placeholder replaced by the node's
+    /// external address, or by `$STUNNER_ADDR` when the node has none (cds-protocol.md §7).
+    /// Deletions are never patched, as upstream.
+    pub fn frame_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Frame {
+        let Some(node) = node else { return self.json.clone() };
+        if self.deleted || !self.config.has_node_placeholder() {
+            return self.json.clone();
+        }
+        let addr = nodes.get(node);
+        let mut cache = self.patched.lock().expect("patch cache lock");
+        cache
+            .entry(addr)
+            .or_insert_with(|| {
+                let mut c = self.config.clone();
+                let value = addr.map_or_else(|| STUNNER_ADDR_VAR.to_string(), |a| a.to_string());
+                for l in c.listeners.iter_mut().filter(|l| l.addr == NODE_ADDRESS_PLACEHOLDER) {
+                    l.addr = value.clone();
+                }
+                Frame::from(c.to_json())
+            })
+            .clone()
+    }
+}
+
+/// Which configs a client asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Namespace(String),
+    Config(ConfigId),
+}
+
+impl Scope {
+    pub fn matches(&self, id: &ConfigId) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Namespace(ns) => id.namespace == *ns,
+            Scope::Config(want) => want == id,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    configs: BTreeMap<ConfigId, Arc<Snapshot>>,
+    /// Latest value per id that has single-id clients.
+    topics: HashMap<ConfigId, watch::Sender<Option<Arc<Snapshot>>>>,
+    next_version: u64,
+}
+
+/// The store every transport serves from. Cheap to share: wrap it in an `Arc`.
+pub struct ConfigStore {
+    inner: RwLock<Inner>,
+    /// Bumped on every change; list clients diff the store when it moves.
+    changes: watch::Sender<u64>,
+    license: RwLock<LicenseStatus>,
+    pub(super) nodes: NodeAddresses,
+    pub(super) metrics: CdsMetrics,
+}
+
+impl ConfigStore {
+    pub fn new(metrics: CdsMetrics) -> Self {
+        ConfigStore {
+            inner: RwLock::default(),
+            changes: watch::Sender::new(0),
+            license: RwLock::default(),
+            nodes: NodeAddresses::default(),
+            metrics,
+        }
+    }
+
+    /// The node address table the per-node patcher reads; the Node source feeds it.
+    pub fn nodes(&self) -> &NodeAddresses {
+        &self.nodes
+    }
+
+    /// Stores `config` under the id in its `admin.name`. Returns the new version, or `None`
+    /// when nothing changed (equal after normalisation) or the name is not a `namespace/name`.
+    pub fn upsert(&self, config: StunnerConfig) -> Option<u64> {
+        let id = ConfigId::parse(&config.admin.name)?;
+        let mut inner = self.inner.write().expect("store lock");
+        if inner.configs.get(&id).is_some_and(|s| s.same_content(&config)) {
+            return None;
+        }
+        inner.next_version += 1;
+        let snapshot = Arc::new(Snapshot::new(id.clone(), inner.next_version, config, false));
+        inner.configs.insert(id.clone(), snapshot.clone());
+        Self::notify_topic(&mut inner, &id, snapshot);
+        let version = inner.next_version;
+        drop(inner);
+        self.changes.send_replace(version);
+        Some(version)
+    }
+
+    /// Removes `id`; its single-id clients get the zero config once. Returns whether it existed.
+    pub fn delete(&self, id: &ConfigId) -> bool {
+        let mut inner = self.inner.write().expect("store lock");
+        if inner.configs.remove(id).is_none() {
+            return false;
+        }
+        inner.next_version += 1;
+        let version = inner.next_version;
+        let zero = Arc::new(Snapshot::new(id.clone(), version, StunnerConfig::zero(&id.to_string()), true));
+        Self::notify_topic(&mut inner, id, zero);
+        drop(inner);
+        self.changes.send_replace(version);
+        true
+    }
+
+    /// Makes the store hold exactly `configs` (the operator's whole state of the world):
+    /// new and changed ids are upserted, ids not in the list are deleted.
+    pub fn replace_all(&self, configs: Vec<StunnerConfig>) {
+        let keep: std::collections::HashSet<ConfigId> =
+            configs.iter().filter_map(|c| ConfigId::parse(&c.admin.name)).collect();
+        let gone: Vec<ConfigId> = self.ids().into_iter().filter(|id| !keep.contains(id)).collect();
+        for id in &gone {
+            self.delete(id);
+        }
+        for c in configs {
+            self.upsert(c);
+        }
+    }
+
+    /// Hands `snapshot` to the single-id clients of its id, if there are any.
+    fn notify_topic(inner: &mut Inner, id: &ConfigId, snapshot: Arc<Snapshot>) {
+        if let Some(tx) = inner.topics.get(id) {
+            tx.send_replace(Some(snapshot));
+        }
+    }
+
+    pub fn get(&self, id: &ConfigId) -> Option<Arc<Snapshot>> {
+        self.inner.read().expect("store lock").configs.get(id).cloned()
+    }
+
+    /// Every stored snapshot in `scope`, sorted by id.
+    pub fn list(&self, scope: &Scope) -> Vec<Arc<Snapshot>> {
+        let inner = self.inner.read().expect("store lock");
+        match scope {
+            Scope::All => inner.configs.values().cloned().collect(),
+            Scope::Namespace(ns) => inner
+                .configs
+                .range(ConfigId::new(ns.clone(), String::new())..)
+                .take_while(|(id, _)| id.namespace == *ns)
+                .map(|(_, s)| s.clone())
+                .collect(),
+            Scope::Config(id) => inner.configs.get(id).cloned().into_iter().collect(),
+        }
+    }
+
+    fn ids(&self) -> Vec<ConfigId> {
+        self.inner.read().expect("store lock").configs.keys().cloned().collect()
+    }
+
+    /// A receiver of the latest snapshot of `id`, marked as seen, plus the current snapshot.
+    pub(super) fn subscribe_id(
+        &self,
+        id: &ConfigId,
+    ) -> (watch::Receiver<Option<Arc<Snapshot>>>, Option<Arc<Snapshot>>) {
+        let mut inner = self.inner.write().expect("store lock");
+        let current = inner.configs.get(id).cloned();
+        let rx = match inner.topics.get(id) {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let tx = watch::Sender::new(current.clone());
+                let rx = tx.subscribe();
+                inner.topics.insert(id.clone(), tx);
+                rx
+            }
+        };
+        (rx, current)
+    }
+
+    /// Forgets the topic of `id` once its last client has gone.
+    pub(super) fn release_id(&self, id: &ConfigId) {
+        let mut inner = self.inner.write().expect("store lock");
+        if inner.topics.get(id).is_some_and(|tx| tx.receiver_count() == 0) {
+            inner.topics.remove(id);
+        }
+    }
+
+    /// A receiver that changes whenever any config changes.
+    pub(super) fn subscribe_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    pub fn license(&self) -> LicenseStatus {
+        self.license.read().expect("license lock").clone()
+    }
+
+    pub fn set_license(&self, status: LicenseStatus) {
+        *self.license.write().expect("license lock") = status;
+    }
+
+    /// Number of single-id topics held, for tests of subscription cleanup.
+    #[cfg(test)]
+    pub(super) fn topic_count(&self) -> usize {
+        self.inner.read().expect("store lock").topics.len()
+    }
+}

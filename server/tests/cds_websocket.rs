@@ -1,0 +1,400 @@
+//! The CDS server over real sockets on loopback, with real WebSocket clients.
+
+use futures_util::{SinkExt, StreamExt};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use stunner_gateway::cds::{ApiError, ConfigId, ConfigList, LicenseStatus};
+use stunner_gateway::config::{ListenerConfig, NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
+use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+use tokio_util::sync::CancellationToken;
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+struct Server {
+    addr: SocketAddr,
+    store: Arc<ConfigStore>,
+    metrics: CdsMetrics,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+async fn start(settings: ServerSettings) -> Server {
+    let metrics = CdsMetrics::default();
+    let store = Arc::new(ConfigStore::new(metrics.clone()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(serve(listener, store.clone(), settings, shutdown.clone()));
+    Server { addr, store, metrics, shutdown, task }
+}
+
+fn config(id: &str, realm: &str) -> StunnerConfig {
+    let mut c = StunnerConfig::zero(id);
+    c.auth.realm = realm.into();
+    c.listeners.push(ListenerConfig {
+        name: format!("{id}/udp"),
+        protocol: "TURN-UDP".into(),
+        addr: "$STUNNER_ADDR".into(),
+        port: 3478,
+        ..Default::default()
+    });
+    c
+}
+
+async fn watch(s: &Server, path: &str) -> Ws {
+    connect_async(format!("ws://{}{path}", s.addr)).await.unwrap().0
+}
+
+/// The next config frame, skipping control frames; panics after 10 s.
+async fn recv(ws: &mut Ws) -> StunnerConfig {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.expect("a frame in time");
+        match msg.expect("stream open").expect("no error") {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
+
+/// Asserts that no config frame arrives within a short while.
+async fn assert_quiet(ws: &mut Ws) {
+    if let Ok(Some(Ok(Message::Text(t)))) = tokio::time::timeout(Duration::from_millis(200), ws.next()).await {
+        panic!("unexpected frame {t}");
+    }
+}
+
+/// A raw HTTP/1.1 exchange: returns the status line, the headers (lower case) and the body.
+/// Reads the body by its Content-Length, or to the end of the stream without one.
+async fn raw(addr: SocketAddr, request: &str) -> (String, String, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let read = async {
+        loop {
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.unwrap();
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head.lines().find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().unwrap())
+                });
+                if n == 0 || len.is_some_and(|len| body.len() >= len) {
+                    break;
+                }
+            } else if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read).await.expect("a response in time");
+    let text = String::from_utf8(buf).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_lowercase(), body.to_string())
+}
+
+async fn get(s: &Server, path: &str) -> (String, String, String) {
+    raw(s.addr, &format!("GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", s.addr)).await
+}
+
+#[tokio::test]
+async fn single_watch_receives_snapshot_updates_and_zero_config() {
+    let s = start(ServerSettings::default()).await;
+    s.store.upsert(config("stunner/gw", "r1"));
+    let mut ws = watch(&s, "/api/v1/configs/stunner/gw?watch=true").await;
+    assert_eq!(recv(&mut ws).await.auth.realm, "r1");
+    s.store.upsert(config("stunner/other", "x"));
+    s.store.upsert(config("stunner/gw", "r2"));
+    assert_eq!(recv(&mut ws).await.auth.realm, "r2", "only the watched id is sent");
+    s.store.delete(&ConfigId::new("stunner", "gw"));
+    let zero = recv(&mut ws).await;
+    assert_eq!(zero, StunnerConfig::zero("stunner/gw"));
+    assert!(zero.normalized().unwrap().is_deleted(), "stunnerd's own check recognises it");
+    s.store.upsert(config("stunner/gw", "r3"));
+    assert_eq!(recv(&mut ws).await.auth.realm, "r3", "the stream stays open after a delete");
+}
+
+#[tokio::test]
+async fn frames_are_text_with_the_exact_bytes() {
+    let s = start(ServerSettings::default()).await;
+    let mut ws = watch(&s, "/api/v1/configs/stunner/gw?watch=true").await;
+    s.store.upsert(config("stunner/gw", "r"));
+    recv(&mut ws).await;
+    s.store.delete(&ConfigId::new("stunner", "gw"));
+    match ws.next().await.unwrap().unwrap() {
+        Message::Text(t) => assert_eq!(
+            t.as_str(),
+            r#"{"version":"v1","admin":{"name":"stunner/gw"},"auth":{"type":"static","realm":"stunner.l7mp.io","credentials":{"password":"dummy-password","username":"dummy-username"}}}"#
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn namespace_and_all_watches() {
+    let s = start(ServerSettings::default()).await;
+    s.store.upsert(config("ns1/a", "r"));
+    s.store.upsert(config("ns2/b", "r"));
+    let mut ns = watch(&s, "/api/v1/configs/ns1?watch=true").await;
+    let mut all = watch(&s, "/api/v1/configs?watch=true").await;
+    assert_eq!(recv(&mut ns).await.admin.name, "ns1/a");
+    assert_quiet(&mut ns).await;
+    let mut initial = vec![recv(&mut all).await.admin.name, recv(&mut all).await.admin.name];
+    initial.sort();
+    assert_eq!(initial, ["ns1/a", "ns2/b"]);
+    s.store.upsert(config("ns2/c", "r"));
+    assert_eq!(recv(&mut all).await.admin.name, "ns2/c");
+    assert_quiet(&mut ns).await;
+    s.store.delete(&ConfigId::new("ns1", "a"));
+    assert_eq!(recv(&mut ns).await, StunnerConfig::zero("ns1/a"));
+    assert_eq!(recv(&mut all).await, StunnerConfig::zero("ns1/a"));
+}
+
+#[tokio::test]
+async fn node_parameter_patches_the_placeholder() {
+    let s = start(ServerSettings::default()).await;
+    let mut c = config("ns/gw", "r");
+    c.listeners[0].addr = NODE_ADDRESS_PLACEHOLDER.into();
+    s.store.upsert(c);
+    s.store.nodes().set("node-a", Some("198.51.100.4".parse().unwrap()));
+    let mut ws = watch(&s, "/api/v1/configs/ns/gw?node=node-a&watch=true").await;
+    assert_eq!(recv(&mut ws).await.listeners[0].addr, "198.51.100.4");
+    s.store.nodes().set("node-a", Some("198.51.100.5".parse().unwrap()));
+    assert_eq!(recv(&mut ws).await.listeners[0].addr, "198.51.100.5", "node address changes are pushed");
+    let (_, _, body) = get(&s, "/api/v1/configs/ns/gw?node=node-b").await;
+    let got: StunnerConfig = serde_json::from_str(&body).unwrap();
+    assert_eq!(got.listeners[0].addr, "$STUNNER_ADDR", "a node without an address falls back");
+    let (_, _, body) = get(&s, "/api/v1/configs/ns").await;
+    let list: ConfigList = serde_json::from_str(&body).unwrap();
+    assert_eq!(list.items[0].listeners[0].addr, NODE_ADDRESS_PLACEHOLDER, "lists are never patched");
+}
+
+#[tokio::test]
+async fn reconnect_gets_the_latest_version() {
+    let s = start(ServerSettings::default()).await;
+    s.store.upsert(config("ns/gw", "r1"));
+    let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    recv(&mut ws).await;
+    ws.close(None).await.unwrap();
+    s.store.upsert(config("ns/gw", "r2"));
+    s.store.upsert(config("ns/gw", "r3"));
+    let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    assert_eq!(recv(&mut ws).await.auth.realm, "r3");
+    assert_quiet(&mut ws).await;
+}
+
+#[tokio::test]
+async fn pings_are_answered() {
+    let s = start(ServerSettings::default()).await;
+    let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    ws.send(Message::Ping("keepalive".into())).await.unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(5), ws.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(msg, Message::Pong("keepalive".into()));
+    // Data from the client is read and discarded; the stream goes on.
+    ws.send(Message::Text("hello".into())).await.unwrap();
+    s.store.upsert(config("ns/gw", "r"));
+    assert_eq!(recv(&mut ws).await.auth.realm, "r");
+}
+
+#[tokio::test]
+async fn stunnerd_origin_header_is_accepted() {
+    let s = start(ServerSettings::default()).await;
+    let mut req = format!("ws://{}/api/v1/configs/ns/gw?node=n1&watch=true", s.addr).into_client_request().unwrap();
+    let origin = format!("http://{}?node=n1&watch=true", s.addr);
+    req.headers_mut().insert("origin", origin.parse().unwrap());
+    s.store.upsert(config("ns/gw", "r"));
+    let (mut ws, _) = connect_async(req).await.expect("upgrade accepted");
+    assert_eq!(recv(&mut ws).await.admin.name, "ns/gw");
+}
+
+#[tokio::test]
+async fn plain_gets_and_error_bodies() {
+    let s = start(ServerSettings::default()).await;
+    let (status, headers, body) = get(&s, "/api/v1/configs").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(headers.contains("content-type: application/json"));
+    assert_eq!(body, "{\"items\":[],\"version\":\"v1\"}\n");
+
+    s.store.upsert(config("ns/b", "r"));
+    s.store.upsert(config("ns/a", "r"));
+    s.store.upsert(config("zz/a", "r"));
+    let (_, _, body) = get(&s, "/api/v1/configs").await;
+    let list: ConfigList = serde_json::from_str(&body).unwrap();
+    let names: Vec<_> = list.items.iter().map(|c| c.admin.name.as_str()).collect();
+    assert_eq!(names, ["ns/a", "ns/b", "zz/a"], "sorted by id");
+    let (_, _, body) = get(&s, "/api/v1/configs/ns").await;
+    assert_eq!(serde_json::from_str::<ConfigList>(&body).unwrap().items.len(), 2);
+    let (_, _, body) = get(&s, "/api/v1/configs/nope").await;
+    assert_eq!(body, "{\"items\":[],\"version\":\"v1\"}\n");
+
+    let (_, _, body) = get(&s, "/api/v1/configs/ns/a").await;
+    assert_eq!(serde_json::from_str::<StunnerConfig>(&body).unwrap(), config("ns/a", "r"));
+    assert!(body.ends_with("}\n"));
+
+    let (status, headers, body) = get(&s, "/api/v1/configs/ns/missing").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    assert!(headers.contains("content-type: application/json"));
+    assert!(body.contains("onfig not found"), "stunnerctl.sh greps for this");
+    let err: ApiError = serde_json::from_str(&body).unwrap();
+    assert_eq!(err, ApiError { code: 404, message: "Config not found for ID ns/missing".into() });
+
+    let (status, headers, body) = get(&s, "/api/v1/configs/ns/a?watch=maybe").await;
+    assert_eq!(status, "HTTP/1.1 400 Bad Request");
+    assert!(headers.contains("content-type: text/plain"));
+    assert!(body.starts_with("Invalid format for parameter watch:"), "{body}");
+    let (status, _, _) = get(&s, "/api/v1/configs?watch=true&watch=true").await;
+    assert_eq!(status, "HTTP/1.1 400 Bad Request");
+
+    for path in ["/", "/api/v1/configs/", "/api/v1/configs/a/b/c", "/api/v2/configs"] {
+        let (status, headers, body) = get(&s, path).await;
+        assert_eq!(status, "HTTP/1.1 404 Not Found", "{path}");
+        assert!(headers.contains("content-type: text/plain"));
+        assert_eq!(body, "404 page not found\n");
+    }
+    let (status, _, body) =
+        raw(s.addr, "POST /api/v1/configs HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
+    assert_eq!(body, "");
+
+    let (_, _, body) = get(&s, "/api/v1/license").await;
+    assert_eq!(serde_json::from_str::<LicenseStatus>(&body).unwrap(), LicenseStatus::default());
+}
+
+#[tokio::test]
+async fn malformed_upgrades_get_upstream_statuses_and_leave_nothing_behind() {
+    let s = start(ServerSettings::default()).await;
+    let ok_key = "dGhlIHNhbXBsZSBub25jZQ==";
+    let cases = [
+        ("Connection: close\r\n", "400 Bad Request", "'upgrade' token not found"),
+        ("Connection: Upgrade\r\n", "426 Upgrade Required", "'websocket' token not found"),
+        (
+            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 8\r\n",
+            "400 Bad Request",
+            "unsupported version",
+        ),
+        (
+            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nOrigin: http://elsewhere:1\r\n",
+            "403 Forbidden",
+            "origin not allowed",
+        ),
+        (
+            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: short\r\n",
+            "400 Bad Request",
+            "Sec-WebSocket-Key",
+        ),
+    ];
+    for (headers, want_status, want_text) in cases {
+        let req = format!("GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\n{headers}\r\n", s.addr);
+        let (status, resp_headers, body) = raw(s.addr, &req).await;
+        assert_eq!(status, format!("HTTP/1.1 {want_status}"), "{headers}");
+        assert!(resp_headers.contains("sec-websocket-version: 13"));
+        assert!(body.contains(want_text), "{body}");
+    }
+    // A good handshake without watch=true is a plain GET.
+    let req = format!(
+        "GET /api/v1/configs/ns/gw HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {ok_key}\r\n\r\n",
+        s.addr
+    );
+    let (status, _, _) = raw(s.addr, &req).await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    // None of the refused requests subscribed: publishing still reaches a real client at once.
+    let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    s.store.upsert(config("ns/gw", "r"));
+    recv(&mut ws).await;
+    assert_eq!(s.metrics.clients.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get(), 1);
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_does_not_stop_100_others() {
+    let settings = ServerSettings {
+        session: stunner_gateway_operator::cds::session::Settings {
+            write_timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let s = start(settings).await;
+    // A stalled client: completes the handshake, then never reads a byte.
+    let mut stalled = TcpStream::connect(s.addr).await.unwrap();
+    let req = format!(
+        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        s.addr
+    );
+    stalled.write_all(req.as_bytes()).await.unwrap();
+    let mut healthy = Vec::new();
+    for _ in 0..100 {
+        healthy.push(watch(&s, "/api/v1/configs/ns/gw?watch=true").await);
+    }
+    // Big configs fill the stalled client's socket buffers within a few versions.
+    let big = "x".repeat(512 * 1024);
+    for round in 0..20 {
+        let mut c = config("ns/gw", &format!("r{round}"));
+        c.auth.credentials.insert("padding".into(), big.clone());
+        s.store.upsert(c);
+        for ws in healthy.iter_mut() {
+            // Each healthy client sees every version or a later one, never gets stuck.
+            let got = recv(ws).await;
+            assert!(got.auth.realm.trim_start_matches('r').parse::<u32>().unwrap() >= round);
+        }
+    }
+    // The stalled client was disconnected for not reading.
+    let dropped = &s.metrics.dropped_clients;
+    for _ in 0..100 {
+        if dropped.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(dropped.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get(), 1);
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_are_refused_with_a_reason() {
+    let s = start(ServerSettings { max_connections: 2, ..Default::default() }).await;
+    let _a = watch(&s, "/api/v1/configs?watch=true").await;
+    let _b = watch(&s, "/api/v1/configs?watch=true").await;
+    let (status, headers, body) = get(&s, "/api/v1/configs").await;
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+    assert!(headers.contains("content-type: application/json"));
+    let err: ApiError = serde_json::from_str(&body).unwrap();
+    assert_eq!(err.code, 503);
+    assert!(err.message.contains("limit 2"), "{}", err.message);
+    assert_eq!(s.metrics.rejected_connections.get(), 1);
+    drop(_a);
+    // The slot comes back once a client leaves.
+    for _ in 0..100 {
+        if get(&s, "/api/v1/configs").await.0 == "HTTP/1.1 200 OK" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("slot not released");
+}
+
+#[tokio::test]
+async fn shutdown_closes_every_stream_with_a_close_frame() {
+    let s = start(ServerSettings::default()).await;
+    let mut streams = [
+        watch(&s, "/api/v1/configs?watch=true").await,
+        watch(&s, "/api/v1/configs/ns?watch=true").await,
+        watch(&s, "/api/v1/configs/ns/gw?watch=true").await,
+    ];
+    s.shutdown.cancel();
+    for ws in streams.iter_mut() {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+        assert!(matches!(msg, Message::Close(None)), "{msg:?}");
+    }
+    tokio::time::timeout(Duration::from_secs(10), s.task).await.expect("server returns").unwrap();
+    assert!(TcpStream::connect(s.addr).await.is_err(), "the listener is closed");
+}
