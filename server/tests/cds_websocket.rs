@@ -1,52 +1,22 @@
 //! The CDS server over real sockets on loopback, with real WebSocket clients.
 
+mod common;
+
+use common::{Server, config, start};
+
 use futures_util::{SinkExt, StreamExt};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::cds::{ApiError, ConfigId, ConfigList, LicenseStatus};
-use stunner_gateway::config::{ListenerConfig, NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
-use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
+use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
+use stunner_gateway_operator::cds::ServerSettings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
-use tokio_util::sync::CancellationToken;
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-struct Server {
-    addr: SocketAddr,
-    store: Arc<ConfigStore>,
-    metrics: CdsMetrics,
-    shutdown: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-async fn start(settings: ServerSettings) -> Server {
-    let metrics = CdsMetrics::default();
-    let store = Arc::new(ConfigStore::new(metrics.clone()));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, store.clone(), settings, shutdown.clone()));
-    Server { addr, store, metrics, shutdown, task }
-}
-
-fn config(id: &str, realm: &str) -> StunnerConfig {
-    let mut c = StunnerConfig::zero(id);
-    c.auth.realm = realm.into();
-    c.listeners.push(ListenerConfig {
-        name: format!("{id}/udp"),
-        protocol: "TURN-UDP".into(),
-        addr: "$STUNNER_ADDR".into(),
-        port: 3478,
-        ..Default::default()
-    });
-    c
-}
 
 async fn watch(s: &Server, path: &str) -> Ws {
     connect_async(format!("ws://{}{path}", s.addr)).await.unwrap().0

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the Go interop harness into tests/interop/bin/:
 #   cdswatch   - our own CDS watcher on top of the upstream CDS client (cmd/cdswatch)
+#   cdsserver  - our own stdin driver for the upstream CDS server (cmd/cdsserver)
 #   stunnerd   - upstream dataplane daemon   (github.com/l7mp/stunner/cmd/stunnerd)
 #   turncat    - upstream TURN client        (github.com/l7mp/stunner/cmd/turncat)
 #   stunnerctl - upstream CLI                (github.com/l7mp/stunner/cmd/stunnerctl)
 # Upstream code comes from the Go module proxy at the version pinned in go.mod.
 # Idempotent: a binary is rebuilt only when older than go.mod, go.sum, this
-# script or (for cdswatch) its sources. Needs only `go` and the module proxy.
+# script or (for cdswatch, cdsserver) their sources. Needs only `go` and the module proxy.
 # Usage: build.sh [--force]
 set -euo pipefail
 
@@ -20,7 +21,6 @@ command -v go >/dev/null || { echo "build.sh: 'go' not found in PATH" >&2; exit 
 
 # The pinned upstream needs go >= 1.25 (go.mod 'go' line); never download a toolchain.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
-export GOFLAGS="${GOFLAGS:-} -mod=readonly"
 
 mkdir -p bin
 
@@ -28,11 +28,12 @@ pin="$(awk '$1=="require" && $2=="github.com/l7mp/stunner" {print $3}' go.mod)"
 
 declare -A pkgs=(
   [cdswatch]=./cmd/cdswatch
+  [cdsserver]=./cmd/cdsserver
   [stunnerd]=github.com/l7mp/stunner/cmd/stunnerd
   [turncat]=github.com/l7mp/stunner/cmd/turncat
   [stunnerctl]=github.com/l7mp/stunner/cmd/stunnerctl
 )
-order=(cdswatch stunnerd turncat stunnerctl)
+order=(cdswatch cdsserver stunnerd turncat stunnerctl)
 
 # Is bin/$1 up to date w.r.t. its inputs?
 fresh() {
@@ -58,12 +59,12 @@ for name in "${order[@]}"; do
     continue
   fi
   t0=$SECONDS
-  ldflags=""
+  ldflags="-s -w"
   if [[ "${pkgs[$name]}" == github.com/l7mp/stunner/* ]]; then
     # what upstream's Makefile stamps in; shows up in `stunnerd` logs
-    ldflags="-X main.version=${pin} -X main.commitHash=proxy -X main.buildDate=n/a"
+    ldflags="$ldflags -X main.version=${pin} -X main.commitHash=proxy -X main.buildDate=n/a"
   fi
-  if go build -trimpath -ldflags "$ldflags" -o "bin/$name.tmp" "${pkgs[$name]}"; then
+  if go build -mod=readonly -buildvcs=false -trimpath -ldflags "$ldflags" -o "bin/$name.tmp" "${pkgs[$name]}"; then
     mv -f "bin/$name.tmp" "bin/$name"
     summary+=("  $name: built in $((SECONDS - t0))s")
   else

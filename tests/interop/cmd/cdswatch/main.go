@@ -4,9 +4,9 @@
 //
 //	{"deleted":<client.IsConfigDeleted(c)>,"config":<c>}
 //
-// Logs (the upstream client's and our own) go to stderr. The process exits
-// when stdin reaches EOF, on SIGTERM/SIGINT, or (with --once / --no-retry)
-// when the one-shot operation finishes.
+// Logs (the upstream client's and our own) go to stderr. A watch exits when
+// stdin reaches EOF or on SIGTERM/SIGINT; --once (which ignores stdin) and
+// --no-retry exit when the operation finishes.
 package main
 
 import (
@@ -48,8 +48,8 @@ func usage() {
 Watches (default) or loads (--once) STUNner configs from a CDS server using the
 upstream Go CDS client and prints one JSON line per delivered config to stdout:
   {"deleted":<bool>,"config":<StunnerConfig>}
-Exits when stdin is closed (unless --ignore-stdin), on SIGTERM/SIGINT, or when
-a --once / --no-retry operation ends (exit 1 on error).
+A watch exits when stdin is closed (unless --ignore-stdin) or on SIGTERM/SIGINT;
+--once (stdin not watched) and --no-retry exit when the operation ends (1 on error).
 
 Options:
 `)
@@ -124,7 +124,8 @@ func run() int {
 		case <-ctx.Done():
 		}
 	}()
-	if !*ignoreStdin {
+	// One-shot mode ends on its own; only watches are tied to stdin.
+	if !*ignoreStdin && !*once {
 		go func() {
 			_, _ = io.Copy(io.Discard, os.Stdin)
 			fmt.Fprintln(os.Stderr, "cdswatch: stdin closed, exiting")

@@ -1,0 +1,309 @@
+//! CDS fan-out benchmarks: one update to many watchers, update storms, a stalled watcher.
+//!
+//! `cargo bench -p stunner-gateway-operator --bench cds_fanout` runs the full set and prints
+//! the table kept in BENCHMARKS.md; under `cargo test` it runs a tiny smoke version.
+//!
+//! The server runs in a child process (this binary with `CDS_BENCH_ROLE=server`, or any
+//! program passed in `CDS_BENCH_SERVER` that speaks the same stdin protocol, such as the Go
+//! reference harness), so its CPU time and RSS are measured alone. Protocol: the server
+//! prints `listening <addr>`, then for each stdin line holding a JSON array of configs it
+//! publishes them all and prints `ok`.
+
+use futures_util::StreamExt;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stunner_gateway::config::{ListenerConfig, StunnerConfig};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+fn main() {
+    raise_fd_limit();
+    if std::env::var("CDS_BENCH_ROLE").as_deref() == Ok("server") {
+        return run_server();
+    }
+    let full = std::env::args().any(|a| a == "--bench");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let scenarios: Vec<Scenario> = if full {
+            vec![
+                Scenario::FanOut { watchers: 100, updates: 50 },
+                Scenario::FanOut { watchers: 1_000, updates: 50 },
+                Scenario::FanOut { watchers: 10_000, updates: 20 },
+                Scenario::Storm { configs: 1_000 },
+                Scenario::Storm { configs: 10_000 },
+                Scenario::Stalled { watchers: 1_000, stalled: 0, updates: 60 },
+                Scenario::Stalled { watchers: 1_000, stalled: 1, updates: 60 },
+            ]
+        } else {
+            vec![Scenario::FanOut { watchers: 10, updates: 3 }, Scenario::Storm { configs: 20 }]
+        };
+        println!("| scenario | last watcher (p50 / p99 / max) | all watchers p99 | server CPU per message | server RSS per idle watcher |");
+        println!("|---|---|---|---|---|");
+        for s in scenarios {
+            s.run().await;
+        }
+    });
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Scenario {
+    /// `updates` changes of one config, each to `watchers` watchers of that config.
+    FanOut { watchers: usize, updates: usize },
+    /// `configs` configs change at once; one watcher each.
+    Storm { configs: usize },
+    /// Like FanOut with 64 KiB configs, plus `stalled` watchers that never read.
+    Stalled { watchers: usize, stalled: usize, updates: usize },
+}
+
+impl Scenario {
+    async fn run(self) {
+        let mut server = ServerProcess::spawn();
+        let (name, ids, per_id, updates, padding, stalled) = match self {
+            Scenario::FanOut { watchers, updates } => (format!("fan-out {watchers}"), 1, watchers, updates, 0, 0),
+            Scenario::Storm { configs } => (format!("storm {configs}"), configs, 1, 3, 0, 0),
+            Scenario::Stalled { watchers, stalled, updates } => {
+                (format!("{stalled} stalled among {watchers}"), 1, watchers, updates, 64 * 1024, stalled)
+            }
+        };
+        let ids: Vec<String> = (0..ids).map(|i| format!("bench/gw-{i}")).collect();
+        server.publish(&ids.iter().map(|id| config(id, "initial", padding)).collect::<Vec<_>>());
+        let rss_before = server.rss_kib();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
+        for id in &ids {
+            for _ in 0..per_id {
+                tasks.push(tokio::spawn(watcher(server.addr, id.clone(), tx.clone())));
+            }
+        }
+        let mut stalled_conns = Vec::new();
+        for _ in 0..stalled {
+            stalled_conns.push(stalled_watcher(server.addr, &ids[0]).await);
+        }
+        let total = ids.len() * per_id;
+        collect(&mut rx, "initial", total).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let rss_per_watcher = (server.rss_kib().saturating_sub(rss_before)) as f64 / (total + stalled) as f64;
+
+        let cpu_before = server.cpu_time();
+        let mut last = Vec::new();
+        let mut all = Vec::new();
+        for u in 0..updates {
+            let tag = format!("u{u}");
+            let configs: Vec<_> = ids.iter().map(|id| config(id, &tag, padding)).collect();
+            let body = serde_json::to_string(&configs).unwrap();
+            let t0 = Instant::now();
+            server.publish_raw(&body);
+            let arrivals = collect(&mut rx, &tag, total).await;
+            let lat: Vec<Duration> = arrivals.iter().map(|t| t.duration_since(t0)).collect();
+            last.push(*lat.iter().max().unwrap());
+            all.extend(lat);
+        }
+        let cpu = server.cpu_time() - cpu_before;
+        let messages = (updates * total) as f64;
+        last.sort();
+        all.sort();
+        println!(
+            "| {name} | {} / {} / {} | {} | {:.1} µs | {:.1} KiB |",
+            fmt(pct(&last, 50)),
+            fmt(pct(&last, 99)),
+            fmt(*last.last().unwrap()),
+            fmt(pct(&all, 99)),
+            cpu.as_secs_f64() * 1e6 / messages,
+            rss_per_watcher
+        );
+        for t in tasks {
+            t.abort();
+        }
+        drop(stalled_conns);
+        server.stop();
+    }
+}
+
+fn pct(sorted: &[Duration], p: usize) -> Duration {
+    sorted[((sorted.len() * p).div_ceil(100)).saturating_sub(1).min(sorted.len() - 1)]
+}
+
+fn fmt(d: Duration) -> String {
+    if d >= Duration::from_millis(10) {
+        format!("{:.0} ms", d.as_secs_f64() * 1e3)
+    } else {
+        format!("{:.2} ms", d.as_secs_f64() * 1e3)
+    }
+}
+
+fn config(id: &str, tag: &str, padding: usize) -> StunnerConfig {
+    let mut c = StunnerConfig::zero(id);
+    c.auth.realm = tag.into();
+    c.admin.loglevel = "all:INFO".into();
+    c.listeners.push(ListenerConfig {
+        name: format!("{id}/udp"),
+        protocol: "TURN-UDP".into(),
+        addr: "$STUNNER_ADDR".into(),
+        port: 3478,
+        routes: vec!["bench/route".into()],
+        ..Default::default()
+    });
+    if padding > 0 {
+        c.auth.credentials.insert("padding".into(), "p".repeat(padding));
+    }
+    c
+}
+
+/// Waits until `count` watchers reported `tag`; returns their arrival times.
+async fn collect(rx: &mut mpsc::UnboundedReceiver<(String, Instant)>, tag: &str, count: usize) -> Vec<Instant> {
+    let mut got = Vec::with_capacity(count);
+    let deadline = tokio::time::sleep(Duration::from_secs(120));
+    tokio::pin!(deadline);
+    while got.len() < count {
+        tokio::select! {
+            m = rx.recv() => {
+                let (t, at) = m.expect("watchers alive");
+                if t == tag {
+                    got.push(at);
+                }
+            }
+            _ = &mut deadline => panic!("only {} of {count} watchers got {tag}", got.len()),
+        }
+    }
+    got
+}
+
+/// A stunnerd-like watcher: reports the realm tag of every config it receives.
+async fn watcher(addr: SocketAddr, id: String, tx: mpsc::UnboundedSender<(String, Instant)>) {
+    let url = format!("ws://{addr}/api/v1/configs/{id}?watch=true");
+    let (mut ws, _) = loop {
+        match tokio_tungstenite::connect_async(&url).await {
+            Ok(ok) => break ok,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    while let Some(Ok(msg)) = ws.next().await {
+        if let Message::Text(t) = msg {
+            let at = Instant::now();
+            let tag = t.split("\"realm\":\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("");
+            if tx.send((tag.to_string(), at)).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Completes a WebSocket handshake and then never reads again.
+async fn stalled_watcher(addr: SocketAddr, id: &str) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET /api/v1/configs/{id}?watch=true HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+struct ServerProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    addr: SocketAddr,
+}
+
+impl ServerProcess {
+    fn spawn() -> Self {
+        let mut cmd = match std::env::var("CDS_BENCH_SERVER") {
+            Ok(program) => Command::new(program),
+            Err(_) => {
+                let mut c = Command::new(std::env::current_exe().unwrap());
+                c.env("CDS_BENCH_ROLE", "server");
+                c
+            }
+        };
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("server process");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening ").expect("listening line").parse().unwrap();
+        ServerProcess { child, stdin, stdout, addr }
+    }
+
+    fn publish(&mut self, configs: &[StunnerConfig]) {
+        self.publish_raw(&serde_json::to_string(configs).unwrap());
+    }
+
+    fn publish_raw(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        let mut ack = String::new();
+        self.stdout.read_line(&mut ack).unwrap();
+        assert_eq!(ack.trim(), "ok");
+    }
+
+    fn proc_file(&self, name: &str) -> String {
+        std::fs::read_to_string(format!("/proc/{}/{name}", self.child.id())).unwrap()
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = self.proc_file("status");
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// User + system CPU time of the server process.
+    fn cpu_time(&self) -> Duration {
+        let stat = self.proc_file("stat");
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        Duration::from_secs_f64(ticks as f64 / hz as f64)
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The server role: our CDS on loopback, configs published from stdin.
+fn run_server() {
+    use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve, session};
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        println!("listening {}", listener.local_addr().unwrap());
+        let settings = ServerSettings {
+            max_connections: 100_000,
+            session: session::Settings { write_timeout: Duration::from_secs(1), ..Default::default() },
+            ..Default::default()
+        };
+        tokio::spawn(serve(listener, store.clone(), settings, Default::default()));
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut out = std::io::stdout();
+        while let Some(line) = rx.recv().await {
+            let configs: Vec<StunnerConfig> = serde_json::from_str(&line).unwrap();
+            for c in configs {
+                store.upsert(c);
+            }
+            writeln!(out, "ok").unwrap();
+            out.flush().unwrap();
+        }
+    });
+}
+
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+}
