@@ -24,7 +24,10 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 mkdir -p bin
 
-pin="$(awk '$1=="require" && $2=="github.com/l7mp/stunner" {print $3}' go.mod)"
+# the pinned upstream version: `require github.com/l7mp/stunner vX` or a line in a require block
+pin="$(awk '$1=="require" && $2=="github.com/l7mp/stunner" {print $3; exit}
+            $1=="github.com/l7mp/stunner" {print $2; exit}' go.mod)"
+[[ -n "$pin" ]] || { echo "build.sh: cannot find the github.com/l7mp/stunner version in go.mod" >&2; exit 1; }
 
 declare -A pkgs=(
   [cdswatch]=./cmd/cdswatch
