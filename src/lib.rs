@@ -2,8 +2,14 @@
 //!
 //! - [`config`]: the StunnerConfig document served to every dataplane.
 //! - [`cds`]: the bodies of the config discovery HTTP API.
+//! - [`index`]: the in-memory store of watched objects, with reverse references.
+//! - [`render`]: the pure renderer: configs, statuses and owned objects per Gateway.
+//! - [`keys`]: well-known label and annotation keys.
 //! - [`resources`]: the Kubernetes resources: STUNner's CRD types, the Gateway API types consumed, the CRDs.
 
 pub mod cds;
 pub mod config;
+pub mod index;
+pub mod keys;
+pub mod render;
 pub mod resources;

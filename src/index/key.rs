@@ -1,0 +1,53 @@
+//! Object identity: the `namespace/name` key of an object and its kind.
+
+use std::fmt;
+
+/// The `namespace/name` of an object; cluster-scoped objects have an empty namespace.
+///
+/// Ordered by namespace, then name: every store and every output iterates in this order, which
+/// is what makes rendering deterministic.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ObjectKey { namespace: namespace.into(), name: name.into() }
+    }
+
+    /// The key of a cluster-scoped object.
+    pub fn cluster(name: impl Into<String>) -> Self {
+        ObjectKey::new("", name)
+    }
+
+    /// Parses `namespace/name`; a string without a slash is a cluster-scoped name.
+    pub fn parse(s: &str) -> Self {
+        match s.split_once('/') {
+            Some((namespace, name)) => ObjectKey::new(namespace, name),
+            None => ObjectKey::cluster(s),
+        }
+    }
+}
+
+/// `namespace/name`, the form used in config ids, listener routes and annotations (a
+/// cluster-scoped object shows as `/name`, as upstream prints it).
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// One object of the index: its kind and key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjRef {
+    pub kind: super::Kind,
+    pub key: ObjectKey,
+}
+
+impl ObjRef {
+    pub fn new(kind: super::Kind, key: ObjectKey) -> Self {
+        ObjRef { kind, key }
+    }
+}

@@ -1,0 +1,175 @@
+//! References between objects, and what an object's change affects.
+//!
+//! Each object names the objects it depends on ([`forward_refs`]); the index keeps the reverse.
+//! [`Index::affected`] walks from a changed object to the Gateways whose rendering reads it,
+//! the routes whose status may change and the GatewayClasses whose status may change.
+
+use super::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
+use crate::keys::{RELATED_GATEWAY_NAME, SERVICE_NAME_LABEL};
+use crate::resources::{BackendRef, GROUP, GatewayClass, ParentReference, UdpRoute};
+use k8s_openapi::api::core::v1::Node;
+
+/// The Gateway API group, the default group of a parentRef.
+pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
+
+/// The Gateway a route's parentRef names, if it names a Gateway at all.
+pub fn parent_gateway(route_namespace: &str, p: &ParentReference) -> Option<ObjectKey> {
+    let group_ok = p.group.as_deref().is_none_or(|g| g == GATEWAY_API_GROUP);
+    let kind_ok = p.kind.as_deref().is_none_or(|k| k == "Gateway");
+    (group_ok && kind_ok).then(|| ObjectKey::new(p.namespace.as_deref().unwrap_or(route_namespace), &p.name))
+}
+
+/// The Service or StaticService a backendRef names, if it is one of those.
+pub fn backend_target(route_namespace: &str, b: &BackendRef) -> Option<ObjRef> {
+    let key = ObjectKey::new(b.namespace.as_deref().unwrap_or(route_namespace), &b.name);
+    match (b.group.as_deref().unwrap_or(""), b.kind.as_deref().unwrap_or("Service")) {
+        ("", "Service") => Some(ObjRef::new(Kind::Service, key)),
+        (GROUP, "StaticService") => Some(ObjRef::new(Kind::StaticService, key)),
+        _ => None,
+    }
+}
+
+/// The GatewayConfig a GatewayClass's `parametersRef` names, when it has the shape STUNner
+/// requires (group `stunner.l7mp.io`, kind `GatewayConfig`, a namespace and a name).
+pub fn class_config(class: &GatewayClass) -> Option<ObjectKey> {
+    let p = class.spec.parameters_ref.as_ref()?;
+    let namespace = p.namespace.as_deref().filter(|ns| !ns.is_empty())?;
+    (p.group == GROUP && p.kind == "GatewayConfig" && !p.name.is_empty()).then(|| ObjectKey::new(namespace, &p.name))
+}
+
+/// A Node's external address: its first ExternalIP, else its first ExternalDNS name.
+pub fn node_external_address(node: &Node) -> Option<&str> {
+    let addresses = node.status.as_ref()?.addresses.as_deref()?;
+    let of_type = |t: &str| addresses.iter().find(|a| a.type_ == t && !a.address.is_empty());
+    of_type("ExternalIP").or_else(|| of_type("ExternalDNS")).map(|a| a.address.as_str())
+}
+
+fn namespace_of(r: &Resource) -> &str {
+    r.meta().namespace.as_deref().unwrap_or("")
+}
+
+fn annotated_gateway(r: &Resource) -> Option<ObjRef> {
+    let value = r.meta().annotations.as_ref()?.get(RELATED_GATEWAY_NAME)?;
+    value.contains('/').then(|| ObjRef::new(Kind::Gateway, ObjectKey::parse(value)))
+}
+
+fn route_refs(ns: &str, route: &UdpRoute) -> Vec<ObjRef> {
+    let parents = route.spec.parent_refs.iter().filter_map(|p| parent_gateway(ns, p));
+    let backends = route.spec.rules.iter().flat_map(|r| &r.backend_refs).filter_map(|b| backend_target(ns, b));
+    parents
+        .map(|k| ObjRef::new(Kind::Gateway, k))
+        .chain(backends)
+        .chain([ObjRef::new(Kind::Namespace, ObjectKey::cluster(ns))])
+        .collect()
+}
+
+/// What an object depends on (its edges in the reference graph).
+pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
+    let ns = namespace_of(r);
+    match r {
+        Resource::GatewayClass(c) => class_config(c).map(|k| ObjRef::new(Kind::GatewayConfig, k)).into_iter().collect(),
+        Resource::Gateway(gw) => {
+            let class = ObjRef::new(Kind::GatewayClass, ObjectKey::cluster(&gw.spec.gateway_class_name));
+            let certs = gw.spec.listeners.iter().filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref()).flatten();
+            let secrets =
+                certs.map(|c| ObjRef::new(Kind::Secret, ObjectKey::new(c.namespace.as_deref().unwrap_or(ns), &c.name)));
+            std::iter::once(class).chain(secrets).collect()
+        }
+        Resource::GatewayConfig(gc) => {
+            let dataplane = gc.spec.dataplane.as_deref().unwrap_or(crate::resources::DEFAULT_DATAPLANE);
+            let secret = gc
+                .spec
+                .auth_ref
+                .as_ref()
+                .map(|a| ObjRef::new(Kind::Secret, ObjectKey::new(a.namespace.as_deref().unwrap_or(ns), &a.name)));
+            std::iter::once(ObjRef::new(Kind::Dataplane, ObjectKey::cluster(dataplane))).chain(secret).collect()
+        }
+        Resource::UdpRoute(route) | Resource::GatewayUdpRoute(route) => route_refs(ns, route),
+        Resource::Service(_) | Resource::Deployment(_) => annotated_gateway(r).into_iter().collect(),
+        Resource::EndpointSlice(s) => {
+            let service = s.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
+            service.map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).into_iter().collect()
+        }
+        Resource::Endpoints(_) => vec![ObjRef::new(Kind::Service, r.key())],
+        Resource::Dataplane(_)
+        | Resource::StaticService(_)
+        | Resource::Secret(_)
+        | Resource::Node(_)
+        | Resource::Namespace(_) => Vec::new(),
+    }
+}
+
+impl Index {
+    /// What a change of `r` affects, judged on the current contents (the index calls this both
+    /// before and after a change, so references that were removed count too).
+    pub(super) fn affected(&self, r: &ObjRef) -> Dirty {
+        let mut dirty = Dirty::default();
+        self.walk(r, &mut dirty);
+        dirty
+    }
+
+    fn walk(&self, r: &ObjRef, dirty: &mut Dirty) {
+        let referrers = |kind| self.referrers(r, kind).cloned().collect::<Vec<_>>();
+        match r.kind {
+            Kind::GatewayClass => {
+                dirty.classes.insert(r.key.name.clone());
+                referrers(Kind::Gateway).into_iter().for_each(|gw| self.mark_gateway(&gw, dirty));
+            }
+            Kind::GatewayConfig => referrers(Kind::GatewayClass)
+                .into_iter()
+                .for_each(|c| self.walk(&ObjRef::new(Kind::GatewayClass, c), dirty)),
+            Kind::Dataplane => referrers(Kind::GatewayConfig)
+                .into_iter()
+                .for_each(|c| self.walk(&ObjRef::new(Kind::GatewayConfig, c), dirty)),
+            Kind::Secret => {
+                for c in referrers(Kind::GatewayConfig) {
+                    self.walk(&ObjRef::new(Kind::GatewayConfig, c), dirty);
+                }
+                referrers(Kind::Gateway).into_iter().for_each(|gw| self.mark_gateway(&gw, dirty));
+            }
+            Kind::Gateway => self.mark_gateway(&r.key, dirty),
+            Kind::UdpRoute => {
+                self.mark_route(r, dirty);
+                // A v1 route masks (or stops masking) the v1alpha2 route of the same name.
+                self.mark_route(&ObjRef::new(Kind::GatewayUdpRoute, r.key.clone()), dirty);
+            }
+            Kind::GatewayUdpRoute => self.mark_route(r, dirty),
+            Kind::Service | Kind::StaticService | Kind::Namespace => {
+                for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
+                    referrers(kind).into_iter().for_each(|k| self.mark_route(&ObjRef::new(kind, k), dirty));
+                }
+                self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty));
+            }
+            Kind::EndpointSlice | Kind::Endpoints => {
+                self.references(r).to_vec().iter().for_each(|s| self.walk(s, dirty))
+            }
+            Kind::Deployment => self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty)),
+            Kind::Node => {} // see `Index::node_change`
+        }
+    }
+
+    /// A stored Gateway, and the routes that name it (their parent status depends on it).
+    fn mark_gateway(&self, gw: &ObjectKey, dirty: &mut Dirty) {
+        let r = ObjRef::new(Kind::Gateway, gw.clone());
+        if !self.contains(&r) {
+            return;
+        }
+        dirty.gateways.insert(gw.clone());
+        for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
+            dirty.routes.extend(self.referrers(&r, kind).map(|k| ObjRef::new(kind, k.clone())));
+        }
+    }
+
+    /// A stored route and the stored Gateways it names.
+    fn mark_route(&self, route: &ObjRef, dirty: &mut Dirty) {
+        if !self.contains(route) {
+            return;
+        }
+        dirty.routes.insert(route.clone());
+        for parent in self.references(route).iter().filter(|p| p.kind == Kind::Gateway) {
+            if self.contains(parent) {
+                dirty.gateways.insert(parent.key.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+use super::*;
+
+const FIXTURE: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: config, namespace: ns}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: config, namespace: ns}
+spec: {authRef: {name: auth}}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: default}
+spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-a, namespace: ns}
+spec:
+  gatewayClassName: class
+  listeners:
+  - {name: tls, protocol: TLS, port: 443, tls: {certificateRefs: [{name: cert}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-b, namespace: ns}
+spec:
+  gatewayClassName: class
+  listeners: [{name: udp, protocol: UDP, port: 1}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: route-a, namespace: ns}
+spec:
+  parentRefs: [{name: gw-a}]
+  rules: [{backendRefs: [{name: svc-a}]}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: route-b, namespace: ns}
+spec:
+  parentRefs: [{name: gw-b}]
+  rules: [{backendRefs: [{name: static-b, group: stunner.l7mp.io, kind: StaticService}]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: svc-a-1, namespace: ns, labels: {kubernetes.io/service-name: svc-a}}
+addressType: IPv4
+endpoints: [{addresses: [1.1.1.1]}]
+"#;
+
+fn decode(text: &str) -> Vec<Resource> {
+    decode_manifests(text).into_iter().map(Result::unwrap).collect()
+}
+
+fn one(text: &str) -> Resource {
+    decode(text).remove(0)
+}
+
+fn fixture() -> Index {
+    let mut index = Index::new();
+    decode(FIXTURE).into_iter().for_each(|r| drop(index.apply(r)));
+    index
+}
+
+fn gws(d: &Dirty) -> Vec<String> {
+    d.gateways.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn decodes_known_kinds_and_reports_unknown_and_malformed() {
+    assert_eq!(decode(FIXTURE).len(), 8);
+    let unknown = decode_manifests("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").remove(0).unwrap_err();
+    assert!(unknown.is_unknown_kind());
+    let bad = decode_manifests("apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {ports: 3}\n").remove(0);
+    assert!(matches!(bad, Err(DecodeError::Malformed { .. })));
+    assert!(matches!(decode_manifests("- 1\n").remove(0), Err(DecodeError::NotAnObject(_))));
+    let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: a}}\n";
+    assert_eq!(decode(list)[0].key(), ObjectKey::cluster("a"));
+}
+
+#[test]
+fn secret_string_data_is_folded_into_data() {
+    let Resource::Secret(s) =
+        one("apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: ns}\nstringData: {a: b}\n")
+    else {
+        panic!()
+    };
+    assert_eq!(s.data.unwrap()["a"].0, b"b");
+}
+
+#[test]
+fn v1alpha2_routes_lose_backend_ports() {
+    let r = one("apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: UDPRoute\nmetadata: {name: r, namespace: ns}\n\
+         spec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: svc, port: 5}]}]}\n");
+    let Resource::GatewayUdpRoute(r) = r else { panic!() };
+    assert_eq!(r.spec.rules[0].backend_refs[0].port, None);
+    assert_eq!(r.spec.parent_refs[0].name, "gw");
+}
+
+#[test]
+fn endpoint_slice_marks_only_its_gateway() {
+    let mut index = fixture();
+    let d = index.apply(one(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {name: svc-a-1, namespace: ns, labels: {kubernetes.io/service-name: svc-a}}\naddressType: IPv4\nendpoints: []\n",
+    ));
+    assert_eq!(gws(&d), ["ns/gw-a"]);
+    assert_eq!(d.routes.iter().map(|r| r.key.name.as_str()).collect::<Vec<_>>(), ["route-a"]);
+}
+
+#[test]
+fn static_service_and_tls_secret_mark_their_gateways() {
+    let mut index = fixture();
+    let d = index.apply(one("apiVersion: stunner.l7mp.io/v1\nkind: StaticService\nmetadata: {name: static-b, namespace: ns}\nspec: {prefixes: []}\n"));
+    assert_eq!(gws(&d), ["ns/gw-b"]);
+    let d = index.apply(one("apiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: ns}\n"));
+    assert_eq!(gws(&d), ["ns/gw-a"]);
+}
+
+#[test]
+fn config_secret_and_dataplane_mark_the_class_and_all_its_gateways() {
+    let mut index = fixture();
+    let d = index.apply(one("apiVersion: v1\nkind: Secret\nmetadata: {name: auth, namespace: ns}\n"));
+    assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"]);
+    assert!(d.classes.contains("class"));
+    let d = index.delete(Kind::Dataplane, "", "default");
+    assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"]);
+}
+
+#[test]
+fn route_changes_mark_old_and_new_parents() {
+    let mut index = fixture();
+    let moved = "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: {name: route-a, namespace: ns}\n\
+                 spec: {parentRefs: [{name: gw-b}], rules: []}\n";
+    assert_eq!(gws(&index.apply(one(moved))), ["ns/gw-a", "ns/gw-b"]);
+    let d = index.delete(Kind::UdpRoute, "ns", "route-a");
+    assert_eq!(gws(&d), ["ns/gw-b"]);
+    assert!(index.delete(Kind::UdpRoute, "ns", "route-a").is_empty());
+}
+
+#[test]
+fn gateway_deletion_marks_it_and_its_routes() {
+    let mut index = fixture();
+    let d = index.delete(Kind::Gateway, "ns", "gw-a");
+    assert_eq!(gws(&d), ["ns/gw-a"]);
+    assert_eq!(d.routes.len(), 1);
+}
+
+#[test]
+fn a_v1_route_masks_the_v1alpha2_route_of_the_same_name() {
+    let mut index = fixture();
+    index.apply(one(
+        "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: UDPRoute\nmetadata: {name: route-a, namespace: ns}\n\
+         spec: {parentRefs: [{name: gw-b}], rules: []}\n",
+    ));
+    let d = index.delete(Kind::UdpRoute, "ns", "route-a");
+    assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"]);
+    assert_eq!(d.routes.len(), 2);
+}
+
+#[test]
+fn nodes_matter_only_through_the_first_external_address() {
+    let mut index = fixture();
+    let node = |name: &str, ip: &str| {
+        one(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nstatus: {{addresses: [{{type: ExternalIP, address: {ip}}}]}}\n"
+        ))
+    };
+    assert_eq!(gws(&index.apply(node("n-b", "2.2.2.2"))).len(), 2);
+    assert!(index.apply(node("n-c", "3.3.3.3")).is_empty(), "not the first node");
+    assert!(index.apply(node("n-b", "2.2.2.2")).is_empty(), "unchanged");
+    assert_eq!(index.first_node_address(), Some("2.2.2.2"));
+    assert_eq!(gws(&index.apply(node("n-a", "1.1.1.1"))).len(), 2);
+}
+
+#[test]
+fn reset_replaces_a_kind_and_marks_old_and_new() {
+    let mut index = fixture();
+    let d = index.reset(Kind::EndpointSlice, vec![]);
+    assert_eq!(gws(&d), ["ns/gw-a"]);
+    assert!(index.endpoint_slices().is_empty());
+    let d = index.reset(Kind::Gateway, decode(FIXTURE).into_iter().filter(|r| r.key().name == "gw-b").collect());
+    assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"]);
+    assert_eq!(index.gateways().len(), 1);
+}
+
+#[test]
+fn cluster_scoped_keys_ignore_namespaces() {
+    let r = one("apiVersion: v1\nkind: Namespace\nmetadata: {name: a, namespace: junk}\n");
+    assert_eq!(r.key().to_string(), "/a");
+}

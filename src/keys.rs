@@ -1,0 +1,31 @@
+//! Well-known label and annotation keys and values that the operator reads and writes.
+
+/// Label on every object the operator owns.
+pub const OWNED_BY_LABEL: &str = "stunner.l7mp.io/owned-by";
+pub const OWNED_BY_VALUE: &str = "stunner";
+/// Label (the Gateway's name) and annotation (`<ns>/<name>`) tying an object to its Gateway.
+pub const RELATED_GATEWAY_NAME: &str = "stunner.l7mp.io/related-gateway-name";
+/// Label holding the namespace of the related Gateway.
+pub const RELATED_GATEWAY_NAMESPACE: &str = "stunner.l7mp.io/related-gateway-namespace";
+/// The dataplane pods' app label.
+pub const APP_LABEL: &str = "app";
+pub const APP_VALUE: &str = "stunner";
+/// The label of an EndpointSlice naming its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Gateway annotation: do not run a dataplane Deployment for this Gateway.
+pub const DISABLE_MANAGED_DATAPLANE: &str = "stunner.l7mp.io/disable-managed-dataplane";
+/// Service type of the Gateway's Service (GatewayConfig or Gateway annotation).
+pub const SERVICE_TYPE: &str = "stunner.l7mp.io/service-type";
+/// Allow UDP and TCP ports in one LoadBalancer Service.
+pub const ENABLE_MIXED_PROTOCOL_LB: &str = "stunner.l7mp.io/enable-mixed-protocol-lb";
+/// `local` sets `externalTrafficPolicy: Local`.
+pub const EXTERNAL_TRAFFIC_POLICY: &str = "stunner.l7mp.io/external-traffic-policy";
+/// `true` sets `sessionAffinity: None`.
+pub const DISABLE_SESSION_AFFINITY: &str = "stunner.l7mp.io/disable-session-affinity";
+/// `true` keeps the cloud health-check port out of the Service.
+pub const DISABLE_HEALTH_CHECK_EXPOSE: &str = "stunner.l7mp.io/disable-health-check-expose";
+/// JSON map of listener name to node port.
+pub const NODE_PORT: &str = "stunner.l7mp.io/nodeport";
+/// JSON map of listener name to target port (also the dataplane's listening port).
+pub const TARGET_PORT: &str = "stunner.l7mp.io/targetport";

@@ -1,0 +1,83 @@
+//! GatewayClasses: which are ours, whether their GatewayConfig and Dataplane exist, and their status.
+
+use super::conditions;
+use super::error::{Reason, RenderError};
+use super::settings::{DataplaneMode, RenderSettings};
+use crate::config::go_compat::quote;
+use crate::index::{Index, ObjectKey, class_config};
+use crate::resources::{DEFAULT_DATAPLANE, Dataplane, GatewayClass, GatewayConfig};
+use gateway_api::gatewayclasses::GatewayClassStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// A class of ours with everything rendering needs.
+#[derive(Debug, Clone)]
+pub struct ReadyClass<'a> {
+    pub class: &'a GatewayClass,
+    pub config: &'a GatewayConfig,
+    pub config_key: ObjectKey,
+    /// Always set in managed mode; legacy mode does not use Dataplanes.
+    pub dataplane: Option<&'a Dataplane>,
+}
+
+/// What a GatewayClass name resolves to.
+#[derive(Debug, Clone)]
+pub enum ClassState<'a> {
+    /// Missing, another controller's, or without a usable `parametersRef`: not ours to touch.
+    NotOurs,
+    /// Ours, but its GatewayConfig (or Dataplane) is missing.
+    Invalid(&'a GatewayClass, RenderError),
+    Ready(ReadyClass<'a>),
+}
+
+pub fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> ClassState<'a> {
+    let Some(class) = index.gateway_classes().get(&ObjectKey::cluster(name)) else {
+        return ClassState::NotOurs;
+    };
+    if class.spec.controller_name != settings.controller_name {
+        return ClassState::NotOurs;
+    }
+    let Some(config_key) = class_config(class) else {
+        return ClassState::NotOurs;
+    };
+    let Some(config) = index.gateway_configs().get(&config_key) else {
+        return ClassState::Invalid(class, RenderError::missing_gateway_config(&config_key));
+    };
+    let dataplane = match settings.dataplane_mode {
+        DataplaneMode::Legacy => None,
+        DataplaneMode::Managed => {
+            let name = config.spec.dataplane.as_deref().unwrap_or(DEFAULT_DATAPLANE);
+            match index.dataplanes().get(&ObjectKey::cluster(name)) {
+                Some(dp) => Some(dp),
+                None => return ClassState::Invalid(class, RenderError::new(Reason::InvalidDataplane)),
+            }
+        }
+    };
+    ClassState::Ready(ReadyClass { class, config, config_key, dataplane })
+}
+
+/// Whether a class is ours (valid shape and controller), ready or not.
+pub fn is_ours(index: &Index, name: &str, settings: &RenderSettings) -> bool {
+    !matches!(resolve(index, name, settings), ClassState::NotOurs)
+}
+
+/// The status of a class of ours (`None` for classes that are not ours: they get no status).
+pub fn status(state: &ClassState<'_>, settings: &RenderSettings, now: &Time) -> Option<GatewayClassStatus> {
+    let (class, condition) = match state {
+        ClassState::NotOurs => return None,
+        ClassState::Invalid(class, err) => {
+            let message =
+                format!("controller {} failed to process GatewayClass: {err}", quote(&settings.controller_name));
+            (class, ("False", "InvalidParameters", message))
+        }
+        ClassState::Ready(r) => {
+            let message = format!("GatewayClass is now managed by controller {}", quote(&settings.controller_name));
+            (&r.class, ("True", "Accepted", message))
+        }
+    };
+    let mut status = class.status.clone().unwrap_or_default();
+    let (s, reason, message) = condition;
+    let mut conds = status.conditions.take().unwrap_or_default();
+    conditions::set(&mut conds, conditions::build("Accepted", s, reason, message, class.metadata.generation, now));
+    status.conditions = Some(conds);
+    Some(status)
+}

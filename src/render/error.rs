@@ -1,0 +1,100 @@
+//! Render errors: a reason that decides the status condition, and the text that statuses show.
+
+use crate::config::ConfigError;
+use std::fmt;
+
+/// Why rendering (part of) a Gateway failed. Critical reasons abort the Gateway or drop a
+/// cluster; the others only show in statuses (spec §4.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    // Critical.
+    InvalidAuthType,
+    InvalidUsernamePassword,
+    InvalidSharedSecret,
+    InvalidAuthConfig,
+    InvalidDataplane,
+    NoRuleFound,
+    ExternalAuthCredentialsNotFound,
+    MissingGatewayConfig,
+    /// A stunner validation failure; the text is the dataplane's own.
+    Validation,
+    // Non-critical.
+    InvalidProtocol,
+    InvalidCertificateRef,
+    InvalidBackendGroup,
+    InvalidBackendKind,
+    ServiceNotFound,
+    ClusterIpNotFound,
+    EndpointNotFound,
+    BackendNotFound,
+    InconsistentClusterType,
+}
+
+impl Reason {
+    /// Whether the error drops what it was rendering (a cluster, a Gateway).
+    pub fn is_critical(self) -> bool {
+        matches!(
+            self,
+            Reason::InvalidAuthType
+                | Reason::InvalidUsernamePassword
+                | Reason::InvalidSharedSecret
+                | Reason::InvalidAuthConfig
+                | Reason::InvalidDataplane
+                | Reason::NoRuleFound
+                | Reason::ExternalAuthCredentialsNotFound
+                | Reason::MissingGatewayConfig
+                | Reason::Validation
+        )
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Reason::InvalidAuthType => "invalid authentication type",
+            Reason::InvalidUsernamePassword => "missing username and/or password for plaintext authentication",
+            Reason::InvalidSharedSecret => "missing shared-secret for longterm authentication",
+            Reason::InvalidAuthConfig => "internal error: could not validate generated auth config",
+            Reason::InvalidDataplane => "missing Dataplane resource for Gateway",
+            Reason::NoRuleFound => "no rules found in route",
+            Reason::ExternalAuthCredentialsNotFound => "missing or invalid external authentication credentials",
+            Reason::InvalidProtocol => "invalid protocol",
+            Reason::InvalidCertificateRef => "invalid certificate reference",
+            Reason::InvalidBackendGroup => "invalid backend group",
+            Reason::InvalidBackendKind => "invalid backend kind",
+            Reason::ServiceNotFound => "service not found",
+            Reason::ClusterIpNotFound => "cluster IP not found",
+            Reason::EndpointNotFound => "endpoint not found",
+            Reason::BackendNotFound => "backend not found",
+            Reason::InconsistentClusterType => "inconsistent cluster type",
+            Reason::MissingGatewayConfig | Reason::Validation => "",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderError {
+    pub reason: Reason,
+    message: String,
+}
+
+impl RenderError {
+    pub fn new(reason: Reason) -> Self {
+        RenderError { reason, message: reason.text().into() }
+    }
+
+    /// Upstream's text for a class whose GatewayConfig is missing.
+    pub fn missing_gateway_config(key: &impl fmt::Display) -> Self {
+        RenderError { reason: Reason::MissingGatewayConfig, message: format!("No GatewayConfig found for name: {key}") }
+    }
+}
+
+impl From<ConfigError> for RenderError {
+    fn from(e: ConfigError) -> Self {
+        RenderError { reason: Reason::Validation, message: e.0 }
+    }
+}
+
+impl fmt::Display for RenderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}

@@ -1,0 +1,101 @@
+//! One Gateway: its listeners, their routes and clusters, its Service and its status
+//! (spec §3.4 step 2 and §3.13).
+
+use super::address::{PublicAddress, public_addresses};
+use super::attach::{Route, accepts, gateway_routes, listener_routes};
+use super::class::ReadyClass;
+use super::cluster;
+use super::error::RenderError;
+use super::listener;
+use super::service::{self, GatewayService};
+use super::settings::RenderSettings;
+use super::status::{self, ListenerOutcome};
+use crate::config::{ClusterConfig, ListenerConfig, STUNNER_ADDR_VAR};
+use crate::index::{Index, ObjectKey};
+use gateway_api::gateways::{Gateway, GatewayStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// What rendering one Gateway's listeners yields.
+#[derive(Debug, Clone)]
+pub struct RenderedGateway<'a> {
+    pub listeners: Vec<ListenerConfig>,
+    /// The routes attached to at least one listener: those that get a cluster.
+    pub routes: Vec<Route<'a>>,
+    pub service: Option<GatewayService>,
+    pub status: GatewayStatus,
+}
+
+/// Renders the listeners of a Gateway of a ready class.
+pub fn render<'a>(
+    index: &'a Index,
+    key: &ObjectKey,
+    gw: &Gateway,
+    class: &ReadyClass<'_>,
+    settings: &RenderSettings,
+    now: &Time,
+) -> RenderedGateway<'a> {
+    let addresses: Vec<Option<PublicAddress>> = public_addresses(index, key, gw);
+    let service = service::render(index, key, gw, class.config, settings.dataplane_mode);
+    // The routes some listener accepts (whether or not that listener is valid) get clusters.
+    let routes: Vec<Route<'a>> = gateway_routes(index, key)
+        .into_iter()
+        .filter(|r| {
+            gw.spec
+                .listeners
+                .iter()
+                .any(|l| r.route.spec.parent_refs.iter().any(|p| accepts(index, gw, l, r.namespace(), p)))
+        })
+        .collect();
+    let conflicts = listener::conflicts(&gw.spec.listeners);
+    let mut listeners = Vec::new();
+    let mut statuses = Vec::new();
+    for (i, l) in gw.spec.listeners.iter().enumerate() {
+        let attached = listener_routes(index, gw, l, &routes);
+        if conflicts[i] {
+            statuses.push(status::listener(gw, &l.name, ListenerOutcome::Conflicted, attached.len(), now));
+            continue;
+        }
+        let rendered =
+            listener::protocol(&l.protocol).and_then(|proto| Ok((proto, listener::certificate(index, gw, l, proto)?)));
+        let (proto, cert) = match rendered {
+            Ok(r) => r,
+            Err(e) => {
+                statuses.push(status::listener(gw, &l.name, ListenerOutcome::of_error(&e), 0, now));
+                continue;
+            }
+        };
+        let target_port = service.as_ref().and_then(|s| s.target_ports.get(&l.name)).copied();
+        let public = addresses[i].as_ref();
+        let (cert, tls_key) = cert.unwrap_or_default();
+        statuses.push(status::listener(gw, &l.name, ListenerOutcome::Accepted, attached.len(), now));
+        listeners.push(ListenerConfig {
+            name: format!("{key}/{}", l.name),
+            protocol: proto.into(),
+            public_addr: public.map(|a| a.address.clone()).unwrap_or_default(),
+            public_port: public.map(|a| a.port.into()).unwrap_or_default(),
+            addr: STUNNER_ADDR_VAR.into(),
+            port: target_port.unwrap_or(l.port).into(),
+            cert,
+            key: tls_key,
+            routes: attached,
+        });
+    }
+    let status = status::gateway(gw, Ok(&addresses), statuses, settings, now);
+    RenderedGateway { listeners, routes, service, status }
+}
+
+/// The status of an invalidated Gateway: not accepted, every listener pending.
+pub fn invalid_status(gw: &Gateway, err: &RenderError, settings: &RenderSettings, now: &Time) -> GatewayStatus {
+    let listeners = gw.spec.listeners.iter().map(|l| status::listener(gw, &l.name, ListenerOutcome::Pending, 0, now));
+    status::gateway(gw, Err(err), listeners.collect(), settings, now)
+}
+
+/// The clusters of a set of routes, sorted by name; routes whose cluster a critical error
+/// dropped have none.
+pub fn clusters(index: &Index, routes: &[Route<'_>], settings: &RenderSettings) -> Vec<ClusterConfig> {
+    let mut clusters: Vec<ClusterConfig> =
+        routes.iter().filter_map(|r| cluster::render(index, r, settings).cluster).collect();
+    clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    clusters.dedup_by(|a, b| a.name == b.name);
+    clusters
+}

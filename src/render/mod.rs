@@ -1,0 +1,215 @@
+//! The renderer: a pure, deterministic function from the index and a set of dirty objects to
+//! the configs, statuses and owned objects they imply (design.md §2, spec §3–§4).
+//!
+//! No I/O and no clock: the caller passes `now` for condition timestamps. Output maps are keyed
+//! and sorted; a bad object only shows in statuses and never affects other Gateways.
+
+mod address;
+mod admin;
+mod attach;
+mod auth;
+mod class;
+mod cluster;
+mod conditions;
+mod deployment;
+mod error;
+mod gateway;
+mod legacy;
+mod listener;
+mod owner;
+mod service;
+mod settings;
+mod status;
+
+pub use error::{Reason, RenderError};
+pub use service::parse_port_map;
+pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
+
+use crate::config::{API_VERSION, StunnerConfig};
+use crate::index::{Dirty, Index, Kind, ObjRef, ObjectKey, parent_gateway};
+use crate::keys::DISABLE_MANAGED_DATAPLANE;
+use crate::resources::UdpRouteStatus;
+use class::ClassState;
+use gateway_api::gatewayclasses::GatewayClassStatus;
+use gateway_api::gateways::{Gateway, GatewayStatus};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What to do with an object the operator owns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Owned<T> {
+    /// Create or update it to this desired state.
+    Apply(T),
+    /// Delete it (if it exists).
+    Delete,
+    /// Leave it alone.
+    Keep,
+}
+
+/// The outcome for one Gateway.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayOutput {
+    /// The CDS config (id `<ns>/<name>`): publish, or delete; `Keep` in legacy mode.
+    pub config: Owned<StunnerConfig>,
+    /// The Gateway's new status; `None` for Gateways that are gone or not ours.
+    pub status: Option<GatewayStatus>,
+    pub service: Owned<Service>,
+    /// The managed dataplane; `Keep` in legacy mode.
+    pub deployment: Owned<Deployment>,
+    /// Whether a same-named DaemonSet (left from another dataplane kind) must be deleted.
+    pub delete_daemon_set: bool,
+}
+
+impl GatewayOutput {
+    /// A Gateway that is gone or not ours: only its CDS config is withdrawn; its owned objects
+    /// are garbage-collected through their owner references.
+    fn gone(config: Owned<StunnerConfig>) -> Self {
+        GatewayOutput { config, status: None, service: Owned::Keep, deployment: Owned::Keep, delete_daemon_set: false }
+    }
+}
+
+/// Everything one render produced, keyed and sorted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RenderOutput {
+    pub gateways: BTreeMap<ObjectKey, GatewayOutput>,
+    /// Legacy mode: the `stunnerd-config` ConfigMap of each GatewayConfig.
+    pub config_maps: BTreeMap<ObjectKey, Owned<ConfigMap>>,
+    /// New statuses of routes (`Kind::UdpRoute` or `Kind::GatewayUdpRoute`).
+    pub routes: BTreeMap<ObjRef, UdpRouteStatus>,
+    /// New statuses of GatewayClasses, by name.
+    pub classes: BTreeMap<String, GatewayClassStatus>,
+}
+
+/// Renders everything in the index.
+pub fn render_all(index: &Index, settings: &RenderSettings, now: &Time) -> RenderOutput {
+    render(index, &index.everything(), settings, now)
+}
+
+/// Renders the dirty Gateways, routes and classes (and the routes and classes of the dirty
+/// Gateways).
+pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Time) -> RenderOutput {
+    let mut out = RenderOutput::default();
+    let mut classes = dirty.classes.clone();
+    let mut routes = dirty.routes.clone();
+    let mut class_errors = BTreeMap::new();
+    match settings.dataplane_mode {
+        DataplaneMode::Managed => {
+            for key in &dirty.gateways {
+                out.gateways.insert(key.clone(), managed_gateway(index, key, settings, now));
+            }
+        }
+        DataplaneMode::Legacy => {
+            let of_gateways = dirty.gateways.iter().filter_map(|k| index.gateways().get(k));
+            let names: BTreeSet<String> =
+                of_gateways.map(|gw| gw.spec.gateway_class_name.clone()).chain(classes.iter().cloned()).collect();
+            for name in names {
+                let rendered = legacy::render_class(index, &name, settings, now);
+                out.gateways.extend(rendered.gateways);
+                out.config_maps.extend(rendered.config_map);
+                if let Some(e) = rendered.error {
+                    class_errors.insert(name, e);
+                }
+            }
+            // Dirty Gateways no class rendered (deleted ones) only lose nothing: no CDS config.
+            for key in &dirty.gateways {
+                out.gateways.entry(key.clone()).or_insert_with(|| GatewayOutput::gone(Owned::Keep));
+            }
+        }
+    }
+    for key in out.gateways.keys() {
+        let target = ObjRef::new(Kind::Gateway, key.clone());
+        for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
+            routes.extend(index.referrers(&target, kind).map(|k| ObjRef::new(kind, k.clone())));
+        }
+        if let Some(gw) = index.gateways().get(key) {
+            classes.insert(gw.spec.gateway_class_name.clone());
+        }
+    }
+    for r in routes {
+        if let Some(status) = route_status(index, &r, settings, now) {
+            out.routes.insert(r, status);
+        }
+    }
+    for name in classes {
+        let state = match (class::resolve(index, &name, settings), class_errors.remove(&name)) {
+            (ClassState::Ready(c), Some(e)) => ClassState::Invalid(c.class, e),
+            (state, _) => state,
+        };
+        if let Some(status) = class::status(&state, settings, now) {
+            out.classes.insert(name, status);
+        }
+    }
+    out
+}
+
+/// Managed mode: one config, Service and Deployment per Gateway.
+fn managed_gateway(index: &Index, key: &ObjectKey, settings: &RenderSettings, now: &Time) -> GatewayOutput {
+    let Some(gw) = index.gateways().get(key) else { return GatewayOutput::gone(Owned::Delete) };
+    let ready = match class::resolve(index, &gw.spec.gateway_class_name, settings) {
+        ClassState::NotOurs => return GatewayOutput::gone(Owned::Delete),
+        ClassState::Invalid(_, e) => return invalidated(gw, &e, settings, now),
+        ClassState::Ready(c) => c,
+    };
+    let header = admin::render(&ready, key.to_string()).and_then(|a| Ok((a, auth::render(index, ready.config)?)));
+    let (admin, auth) = match header {
+        Ok(h) => h,
+        Err(e) => return invalidated(gw, &e, settings, now),
+    };
+    let rendered = gateway::render(index, key, gw, &ready, settings, now);
+    let config = StunnerConfig {
+        version: API_VERSION.into(),
+        admin,
+        auth,
+        listeners: rendered.listeners,
+        clusters: gateway::clusters(index, &rendered.routes, settings),
+    };
+    let disabled = gw
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DISABLE_MANAGED_DATAPLANE))
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let deployment = match ready.dataplane {
+        Some(dp) if !disabled => Owned::Apply(deployment::render(key, gw, dp, settings)),
+        _ => Owned::Delete,
+    };
+    GatewayOutput {
+        config: Owned::Apply(config),
+        status: Some(rendered.status),
+        service: rendered.service.map_or(Owned::Keep, |s| Owned::Apply(s.service)),
+        deployment,
+        delete_daemon_set: !disabled,
+    }
+}
+
+/// Managed mode: a Gateway that cannot be rendered loses its config, Service and Deployment.
+fn invalidated(gw: &Gateway, e: &RenderError, settings: &RenderSettings, now: &Time) -> GatewayOutput {
+    GatewayOutput {
+        config: Owned::Delete,
+        status: Some(gateway::invalid_status(gw, e, settings, now)),
+        service: Owned::Delete,
+        deployment: Owned::Delete,
+        delete_daemon_set: false,
+    }
+}
+
+/// A route's status, if it is ours to report: some parentRef names a stored Gateway of one of
+/// our classes.
+fn route_status(index: &Index, r: &ObjRef, settings: &RenderSettings, now: &Time) -> Option<UdpRouteStatus> {
+    let route = attach::route(index, r)?;
+    let controlled = route.route.spec.parent_refs.iter().any(|p| {
+        let gw = parent_gateway(route.namespace(), p).and_then(|k| index.gateways().get(&k));
+        gw.is_some_and(|gw| class::is_ours(index, &gw.spec.gateway_class_name, settings))
+    });
+    if !controlled {
+        return None;
+    }
+    let masked = attach::is_masked(index, r);
+    let rendered = cluster::render(index, &route, settings);
+    Some(status::route(index, &route, rendered.error.as_ref(), masked, settings, now))
+}
+
+#[cfg(test)]
+mod tests;

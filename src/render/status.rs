@@ -1,0 +1,215 @@
+//! Gateway, listener and route statuses with upstream's condition types, reasons and messages
+//! (spec §4.2–§4.4).
+
+use super::address::PublicAddress;
+use super::attach::{Route, accepts};
+use super::conditions::{build, keep_times, prune, set};
+use super::error::{Reason, RenderError};
+use super::settings::RenderSettings;
+use crate::index::{Index, ObjectKey, parent_gateway};
+use crate::resources::{ParentReference, RouteParentStatus, UdpRouteStatus};
+use gateway_api::gateways::{
+    Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// How a listener fared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerOutcome {
+    Accepted,
+    /// Lost a protocol/port conflict.
+    Conflicted,
+    InvalidProtocol,
+    InvalidCertificate,
+    /// The Gateway was invalidated.
+    Pending,
+}
+
+impl ListenerOutcome {
+    pub fn of_error(e: &RenderError) -> Self {
+        match e.reason {
+            Reason::InvalidProtocol => ListenerOutcome::InvalidProtocol,
+            Reason::InvalidCertificateRef => ListenerOutcome::InvalidCertificate,
+            _ => ListenerOutcome::Pending,
+        }
+    }
+}
+
+fn supported_kinds() -> Vec<GatewayStatusListenersSupportedKinds> {
+    [crate::index::GATEWAY_API_GROUP, crate::resources::GROUP]
+        .into_iter()
+        .map(|g| GatewayStatusListenersSupportedKinds { group: Some(g.into()), kind: "UDPRoute".into() })
+        .collect()
+}
+
+/// A listener's status, in upstream's condition order: Accepted, Conflicted, ResolvedRefs.
+pub fn listener(
+    gw: &Gateway,
+    name: &str,
+    outcome: ListenerOutcome,
+    attached: usize,
+    now: &Time,
+) -> GatewayStatusListeners {
+    use ListenerOutcome::*;
+    let g = gw.metadata.generation;
+    let accepted = match outcome {
+        Accepted | InvalidCertificate => build("Accepted", "True", "Accepted", "listener accepted", g, now),
+        Conflicted => build("Accepted", "False", "PortUnavailable", "port unavailable", g, now),
+        InvalidProtocol => build("Accepted", "False", "UnsupportedProtocol", "unsupported protocol", g, now),
+        Pending => build("Accepted", "Unknown", "Pending", "pending", g, now),
+    };
+    let conflicted = match outcome {
+        Conflicted => build(
+            "Conflicted",
+            "True",
+            "ProtocolConflict",
+            "multiple listeners specified with the same Listener port and protocol",
+            g,
+            now,
+        ),
+        _ => build("Conflicted", "False", "NoConflicts", "listener protocol-port available", g, now),
+    };
+    let resolved = match outcome {
+        InvalidCertificate => build(
+            "ResolvedRefs",
+            "False",
+            "InvalidCertificateRef",
+            "at least one certificate reference failed to be successfully resolved",
+            g,
+            now,
+        ),
+        _ => build("ResolvedRefs", "True", "ResolvedRefs", "listener object references sucessfully resolved", g, now),
+    };
+    let mut conditions = vec![accepted, conflicted, resolved];
+    let old = gw.status.as_ref().and_then(|s| s.listeners.as_ref()).and_then(|ls| ls.iter().find(|l| l.name == name));
+    keep_times(old.map(|l| l.conditions.as_slice()).unwrap_or_default(), &mut conditions);
+    GatewayStatusListeners {
+        name: name.into(),
+        attached_routes: attached as i32,
+        conditions,
+        supported_kinds: Some(supported_kinds()),
+    }
+}
+
+/// A Gateway's status: `Ok(addresses)` after a render (one entry per listener, `None` where no
+/// public address was found), `Err` when the Gateway was invalidated.
+pub fn gateway(
+    gw: &Gateway,
+    outcome: Result<&[Option<PublicAddress>], &RenderError>,
+    listeners: Vec<GatewayStatusListeners>,
+    settings: &RenderSettings,
+    now: &Time,
+) -> GatewayStatus {
+    let g = gw.metadata.generation;
+    let ctrl = &settings.controller_name;
+    let mut conditions: Vec<Condition> = gw.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let mut addresses = Vec::new();
+    match outcome {
+        Ok(addrs) => {
+            set(
+                &mut conditions,
+                build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now),
+            );
+            let programmed = if addrs.iter().all(Option::is_some) {
+                build("Programmed", "True", "Programmed", "dataplane configuration successfully rendered", g, now)
+            } else {
+                build(
+                    "Programmed",
+                    "False",
+                    "AddressNotAssigned",
+                    "no public address found for at least one listener",
+                    g,
+                    now,
+                )
+            };
+            set(&mut conditions, programmed);
+            if let Some(a) = addrs.iter().rev().flatten().next() {
+                addresses
+                    .push(GatewayStatusAddresses { r#type: Some(a.address_type.clone()), value: a.address.clone() });
+            }
+        }
+        Err(e) => {
+            set(&mut conditions, build("Accepted", "False", "Pending", e.to_string(), g, now));
+            let message = format!("error processing gateway by controller {ctrl}: {e}");
+            set(&mut conditions, build("Programmed", "False", "Invalid", message, g, now));
+        }
+    }
+    prune(&mut conditions);
+    GatewayStatus {
+        addresses: Some(addresses),
+        conditions: Some(conditions),
+        listeners: Some(listeners),
+        ..Default::default()
+    }
+}
+
+/// The copy of a parentRef that goes into a route status: defaults and `port` left out.
+fn status_parent_ref(p: &ParentReference) -> ParentReference {
+    ParentReference {
+        group: p.group.clone().filter(|g| g != crate::index::GATEWAY_API_GROUP),
+        kind: p.kind.clone().filter(|k| k != "Gateway"),
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        section_name: p.section_name.clone(),
+        port: None,
+    }
+}
+
+/// A route's status. Each parentRef gets an entry from this controller (in spec order); entries
+/// of other controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error`
+/// is the route's backend error; `masked` marks a v1alpha2 route hidden by a v1 route.
+pub fn route(
+    index: &Index,
+    r: &Route<'_>,
+    cluster_error: Option<&RenderError>,
+    masked: bool,
+    settings: &RenderSettings,
+    now: &Time,
+) -> UdpRouteStatus {
+    let g = r.route.metadata.generation;
+    let ns = r.namespace();
+    let old = r.route.status.as_ref().map(|s| s.parents.as_slice()).unwrap_or_default();
+    let mut parents: Vec<RouteParentStatus> =
+        old.iter().filter(|p| p.controller_name != settings.controller_name).cloned().collect();
+    for p in &r.route.spec.parent_refs {
+        let id = ObjectKey::new(p.namespace.as_deref().unwrap_or(ns), &p.name);
+        let gw = parent_gateway(ns, p).and_then(|k| index.gateways().get(&k));
+        let accepted = match gw {
+            _ if masked => {
+                build("Accepted", "False", "Pending", "GwAPI.v1 UDPRoute masked by a STUNnerV1 UDPRoute", g, now)
+            }
+            None => build("Accepted", "False", "NoMatchingParent", format!("parent {id} does not exist"), g, now),
+            Some(gw) if gw.spec.listeners.iter().any(|l| accepts(index, gw, l, ns, p)) => {
+                build("Accepted", "True", "Accepted", format!("parent {id} accepted the route"), g, now)
+            }
+            Some(_) => {
+                build("Accepted", "False", "NotAllowedByListeners", format!("parent {id} rejects the route"), g, now)
+            }
+        };
+        let resolved = match cluster_error.filter(|_| !masked) {
+            None => {
+                build("ResolvedRefs", "True", "ResolvedRefs", "all backend references successfully resolved", g, now)
+            }
+            Some(e) => {
+                let reason = match e.reason {
+                    Reason::InvalidBackendGroup | Reason::InvalidBackendKind => "InvalidKind",
+                    _ => "BackendNotFound",
+                };
+                build(
+                    "ResolvedRefs",
+                    "False",
+                    reason,
+                    "at least one backend reference failed to be successfully resolved",
+                    g,
+                    now,
+                )
+            }
+        };
+        let parent_ref = status_parent_ref(p);
+        let mut conditions = vec![accepted, resolved];
+        let previous = old.iter().find(|o| o.controller_name == settings.controller_name && o.parent_ref == parent_ref);
+        keep_times(previous.map(|o| o.conditions.as_slice()).unwrap_or_default(), &mut conditions);
+        parents.push(RouteParentStatus { parent_ref, controller_name: settings.controller_name.clone(), conditions });
+    }
+    UdpRouteStatus { parents }
+}

@@ -1,0 +1,187 @@
+use super::*;
+use crate::index::{Resource, decode_manifests};
+
+const BASE: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: config, namespace: ns}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: config, namespace: ns}
+spec: {userName: u, password: p}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: default}
+spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: ns}
+spec:
+  gatewayClassName: class
+  listeners: [{name: udp, protocol: UDP, port: 1}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-2, namespace: ns}
+spec:
+  gatewayClassName: class
+  listeners: [{name: udp, protocol: UDP, port: 1}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc, namespace: ns}
+spec: {clusterIP: 10.0.0.1}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: static, namespace: ns}
+spec: {prefixes: [10.1.1.1]}
+"#;
+
+fn index_of(text: &str) -> Index {
+    let mut index = Index::new();
+    for r in decode_manifests(text) {
+        index.apply(r.unwrap());
+    }
+    index
+}
+
+fn route(backends: &str) -> Resource {
+    let text = format!(
+        "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: {{name: r, namespace: ns}}\n\
+         spec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: {backends}}}]}}\n"
+    );
+    decode_manifests(&text).remove(0).unwrap()
+}
+
+fn now() -> Time {
+    Time("2024-01-01T00:00:00Z".parse().unwrap())
+}
+
+fn config(out: &RenderOutput, gw: &str) -> StunnerConfig {
+    match &out.gateways[&ObjectKey::new("ns", gw)].config {
+        Owned::Apply(c) => c.clone(),
+        other => panic!("no config: {other:?}"),
+    }
+}
+
+#[test]
+fn incremental_render_matches_full_render() {
+    let mut index = index_of(BASE);
+    let dirty = index.apply(route("[{name: svc}]"));
+    let settings = RenderSettings::default();
+    let part = render(&index, &dirty, &settings, &now());
+    let full = render_all(&index, &settings, &now());
+    assert_eq!(part.gateways.keys().map(ToString::to_string).collect::<Vec<_>>(), ["ns/gw"]);
+    for (k, v) in &part.gateways {
+        assert_eq!(&full.gateways[k], v);
+    }
+    for (k, v) in &part.routes {
+        assert_eq!(&full.routes[k], v);
+    }
+}
+
+/// Quirk 3, fixed: a Gateway whose class is gone still has its config withdrawn.
+#[test]
+fn configs_of_gateways_without_a_valid_class_are_deleted() {
+    let mut index = index_of(BASE);
+    let mut dirty = index.delete(Kind::GatewayClass, "", "class");
+    dirty.merge(index.delete(Kind::Gateway, "ns", "gw-2"));
+    let out = render(&index, &dirty, &RenderSettings::default(), &now());
+    assert_eq!(out.gateways[&ObjectKey::new("ns", "gw")].config, Owned::Delete);
+    assert_eq!(out.gateways[&ObjectKey::new("ns", "gw-2")].config, Owned::Delete);
+    assert!(out.classes.is_empty());
+}
+
+/// Quirk 6, fixed: a missing backend only drops itself.
+#[test]
+fn a_missing_backend_does_not_drop_later_ones() {
+    let mut index = index_of(BASE);
+    index.apply(route(
+        "[{name: gone, group: stunner.l7mp.io, kind: StaticService}, \
+          {name: static, group: stunner.l7mp.io, kind: StaticService}, {name: gone-too}]",
+    ));
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.1.1.1"]);
+    let status = &out.routes.values().next().unwrap().parents[0].conditions[1];
+    assert_eq!((status.status.as_str(), status.reason.as_str()), ("False", "BackendNotFound"));
+}
+
+/// Quirk 6, fixed: the cluster type is that of the accepted backends.
+#[test]
+fn a_rejected_backend_does_not_change_the_cluster_type() {
+    let mut index = index_of(BASE);
+    index.apply(route("[{name: static, group: stunner.l7mp.io, kind: StaticService}, {name: svc}]"));
+    let settings = RenderSettings { endpoint_discovery: false, ..Default::default() };
+    let out = render_all(&index, &settings, &now());
+    assert_eq!(config(&out, "gw").clusters[0].cluster_type, "STATIC");
+}
+
+/// Quirk 6, kept: a lone `endPort` counts from port 1.
+#[test]
+fn a_lone_end_port_counts_from_one() {
+    let mut index = index_of(BASE);
+    index.apply(route("[{name: static, group: stunner.l7mp.io, kind: StaticService, endPort: 10}]"));
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.1.1.1:<1-10>"]);
+}
+
+/// Quirk 7, fixed: the first node is the first by name, whatever the insertion order.
+#[test]
+fn the_first_node_is_the_first_by_name() {
+    let node = |n: &str, ip: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: {n}}}\nstatus: {{addresses: [{{type: ExternalIP, address: {ip}}}]}}\n"
+        )
+    };
+    let a = index_of(&format!("{}{}", node("b", "2.2.2.2"), node("a", "1.1.1.1")));
+    let b = index_of(&format!("{}{}", node("a", "1.1.1.1"), node("b", "2.2.2.2")));
+    assert_eq!(a.first_node_address(), Some("1.1.1.1"));
+    assert_eq!(b.first_node_address(), Some("1.1.1.1"));
+}
+
+/// Quirk 4, fixed: in legacy mode a render error leaves the class not accepted.
+#[test]
+fn legacy_render_errors_reject_the_class() {
+    let index = index_of(&BASE.replace("spec: {userName: u, password: p}", "spec: {userName: u}"));
+    let settings = RenderSettings { dataplane_mode: DataplaneMode::Legacy, ..Default::default() };
+    let out = render_all(&index, &settings, &now());
+    let cond = &out.classes["class"].conditions.as_ref().unwrap()[0];
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "InvalidParameters"));
+    let Owned::Apply(cm) = &out.config_maps[&ObjectKey::new("ns", "stunnerd-config")] else { panic!() };
+    assert_eq!(cm.data.as_ref().unwrap()["stunnerd.conf"], "");
+}
+
+/// Quirk 5, fixed: the Service is desired state only, so a stale operator annotation is not in it.
+#[test]
+fn stale_operator_annotations_are_not_requested() {
+    let svc = "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: gw\n  namespace: ns\n  annotations:\n    \
+               stunner.l7mp.io/service-type: NodePort\n    other: kept-by-others\nspec: {type: NodePort}\n";
+    let index = index_of(&format!("{BASE}{svc}"));
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    let Owned::Apply(s) = &out.gateways[&ObjectKey::new("ns", "gw")].service else { panic!() };
+    let annotations = s.metadata.annotations.as_ref().unwrap();
+    assert_eq!(annotations.keys().collect::<Vec<_>>(), ["stunner.l7mp.io/related-gateway-name"]);
+    assert_eq!(s.spec.as_ref().unwrap().type_.as_deref(), Some("LoadBalancer"));
+}
+
+#[test]
+fn rendering_twice_gives_the_same_statuses() {
+    let mut index = index_of(BASE);
+    index.apply(route("[{name: svc}]"));
+    let settings = RenderSettings::default();
+    let first = render_all(&index, &settings, &now());
+    // Write the statuses back, as the operator would, and render later: nothing changes.
+    let gw = index.gateways()[&ObjectKey::new("ns", "gw")].clone();
+    let status = first.gateways[&ObjectKey::new("ns", "gw")].status.clone();
+    index.apply(Resource::Gateway(Gateway { status, ..gw }));
+    let later = Time("2025-01-01T00:00:00Z".parse().unwrap());
+    let key = ObjectKey::new("ns", "gw");
+    assert!(render_all(&index, &settings, &later).gateways[&key] == first.gateways[&key]);
+}

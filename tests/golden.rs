@@ -1,0 +1,135 @@
+//! Golden tests of the renderer, in the style of Envoy Gateway's translator tests: each
+//! `tests/golden/<case>/input.yaml` (multi-document manifests, optionally with a
+//! `settings.yaml` beside it) renders to `output.yaml`. `UPDATE_GOLDEN=1 cargo test --test
+//! golden` rewrites the expectations; review the diff.
+//!
+//! Every case is also rendered from the manifests applied in reverse order, which must give
+//! the same output (rendering does not depend on insertion order).
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+use stunner_gateway::index::{Index, Resource, decode_manifests};
+use stunner_gateway::render::{DataplaneMode, Owned, RenderOutput, RenderSettings, render_all};
+
+/// Overrides of the default settings for a case.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+struct CaseSettings {
+    controller_name: Option<String>,
+    legacy: bool,
+    endpoint_discovery: Option<bool>,
+    endpoint_slices: Option<bool>,
+    cds_address: Option<String>,
+    label_filter: Option<Vec<String>>,
+}
+
+impl CaseSettings {
+    fn load(dir: &Path) -> RenderSettings {
+        let text = std::fs::read_to_string(dir.join("settings.yaml")).unwrap_or_default();
+        let c: CaseSettings = serde_yaml_ng::from_str::<Option<CaseSettings>>(&text).unwrap().unwrap_or_default();
+        let d = RenderSettings::default();
+        RenderSettings {
+            controller_name: c.controller_name.unwrap_or(d.controller_name),
+            dataplane_mode: if c.legacy { DataplaneMode::Legacy } else { DataplaneMode::Managed },
+            endpoint_discovery: c.endpoint_discovery.unwrap_or(d.endpoint_discovery),
+            endpoint_slices: c.endpoint_slices.unwrap_or(d.endpoint_slices),
+            cds_address: c.cds_address.unwrap_or(d.cds_address),
+            label_filter: c.label_filter.unwrap_or(d.label_filter),
+        }
+    }
+}
+
+fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2024-01-01T00:00:00Z".parse().unwrap())
+}
+
+fn owned<T: serde::Serialize>(o: &Owned<T>) -> Option<Value> {
+    match o {
+        Owned::Apply(v) => Some(serde_json::to_value(v).unwrap()),
+        Owned::Delete => Some(json!("delete")),
+        Owned::Keep => None,
+    }
+}
+
+/// The output as one readable document; `Keep` entries and empty sections are left out.
+fn to_value(out: &RenderOutput) -> Value {
+    let mut gateways = Map::new();
+    for (key, g) in &out.gateways {
+        let mut m = Map::new();
+        let fields = [
+            ("config", owned(&g.config)),
+            ("status", g.status.as_ref().map(|s| serde_json::to_value(s).unwrap())),
+            ("service", owned(&g.service)),
+            ("deployment", owned(&g.deployment)),
+            ("deleteDaemonSet", g.delete_daemon_set.then_some(json!(true))),
+        ];
+        m.extend(fields.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?))));
+        gateways.insert(key.to_string(), Value::Object(m));
+    }
+    let config_maps = out.config_maps.iter().filter_map(|(k, v)| Some((k.to_string(), owned(v)?)));
+    let routes = out.routes.iter().map(|(r, s)| (format!("{:?} {}", r.kind, r.key), serde_json::to_value(s).unwrap()));
+    let classes = out.classes.iter().map(|(n, s)| (n.clone(), serde_json::to_value(s).unwrap()));
+    let mut doc = Map::new();
+    let sections = [
+        ("gateways", gateways),
+        ("configMaps", config_maps.collect()),
+        ("routes", routes.collect()),
+        ("classes", classes.collect()),
+    ];
+    doc.extend(sections.into_iter().filter(|(_, m)| !m.is_empty()).map(|(k, m)| (k.to_string(), Value::Object(m))));
+    Value::Object(doc)
+}
+
+fn load(dir: &Path) -> Vec<Resource> {
+    let text = std::fs::read_to_string(dir.join("input.yaml")).unwrap();
+    decode_manifests(&text)
+        .into_iter()
+        .filter_map(|r| match r {
+            Ok(r) => Some(r),
+            Err(e) if e.is_unknown_kind() => None,
+            Err(e) => panic!("{}: {e}", dir.display()),
+        })
+        .collect()
+}
+
+fn render_case(dir: &Path) -> String {
+    let settings = CaseSettings::load(dir);
+    let resources = load(dir);
+    let mut forward = Index::new();
+    resources.iter().cloned().for_each(|r| drop(forward.apply(r)));
+    let mut backward = Index::new();
+    resources.into_iter().rev().for_each(|r| drop(backward.apply(r)));
+    let out = render_all(&forward, &settings, &now());
+    assert_eq!(out, render_all(&backward, &settings, &now()), "{}: depends on insertion order", dir.display());
+    serde_yaml_ng::to_string(&to_value(&out)).unwrap()
+}
+
+fn cases() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join("input.yaml").exists()).collect();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn golden() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut failed = Vec::new();
+    for dir in cases() {
+        let got = render_case(&dir);
+        let path = dir.join("output.yaml");
+        if update {
+            std::fs::write(&path, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if got != want {
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            eprintln!("=== {name}: output differs; got:\n{got}");
+            failed.push(name);
+        }
+    }
+    assert!(failed.is_empty(), "golden cases differ (UPDATE_GOLDEN=1 to accept): {failed:?}");
+}
