@@ -278,7 +278,7 @@ fn run_server() {
             session: session::Settings { write_timeout: Duration::from_secs(1), ..Default::default() },
             ..Default::default()
         };
-        tokio::spawn(serve(listener, store.clone(), settings, Default::default()));
+        tokio::spawn(serve(listener, store.clone(), settings, axum::Router::new(), Default::default()));
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         std::thread::spawn(move || {
             for line in std::io::stdin().lock().lines() {

@@ -1,1 +1,135 @@
-fn main() {}
+//! `stunner-gateway-operator`: the daemon. Wires the sources, the render loop and the
+//! outputs together (design.md §2); each piece lives in its own module of the library.
+
+use prometheus_client::registry::Registry;
+use std::process::ExitCode;
+use std::sync::Arc;
+use stunner_gateway::render::{DataplaneMode, RenderSettings};
+use stunner_gateway_operator::admin::{self, Readiness};
+use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSettings};
+use stunner_gateway_operator::cli::{self, Args};
+use stunner_gateway_operator::metrics::OperatorMetrics;
+use stunner_gateway_operator::reconcile::{Outputs, Reconciler};
+use stunner_gateway_operator::source::{files::FileSource, run};
+use stunner_gateway_operator::status::StatusBoard;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::from_env();
+    init_logging(&args.zap_log_level);
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let Some(dir) = args.standalone.clone() else {
+        return Err("cluster mode is not available yet: run with --standalone DIR".into());
+    };
+    let source =
+        FileSource::new(&dir).map_err(|e| format!("cannot read --standalone directory {}: {e}", dir.display()))?;
+    let shutdown = CancellationToken::new();
+    let readiness = Readiness::default();
+    let cds_metrics = CdsMetrics::default();
+    let operator_metrics = OperatorMetrics::default();
+    let mut registry = Registry::default();
+    cds_metrics.register(&mut registry);
+    operator_metrics.register(&mut registry);
+    let registry = Arc::new(registry);
+    let store = Arc::new(ConfigStore::new(cds_metrics));
+    let statuses = Arc::new(StatusBoard::default());
+
+    // Bind everything first: a busy port is a start-up error, not a late surprise.
+    let cds_listener = bind(args.config_discovery_address, "--config-discovery-address").await?;
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(addr) = args.metrics_bind_address.0 {
+        let l = bind(addr, "--metrics-bind-address").await?;
+        tasks.spawn(admin::serve_router(l, admin::metrics_router(registry.clone()), shutdown.clone()));
+    }
+    if let Some(addr) = args.health_probe_bind_address.0 {
+        let l = bind(addr, "--health-probe-bind-address").await?;
+        tasks.spawn(admin::serve_router(l, admin::health_router(readiness.clone()), shutdown.clone()));
+    }
+
+    let settings = RenderSettings {
+        controller_name: args.controller_name.clone(),
+        dataplane_mode: match args.dataplane_mode {
+            cli::DataplaneMode::Managed => DataplaneMode::Managed,
+            cli::DataplaneMode::Legacy => DataplaneMode::Legacy,
+        },
+        endpoint_discovery: args.endpoint_discovery,
+        endpoint_slices: !args.disable_endpointslice_controller,
+        cds_address: args.advertised_cds_address(),
+        label_filter: cli::label_filter(std::env::var("STUNNER_GATEWAY_OPERATOR_LABEL_FILTER").ok()),
+    };
+    let (tx, rx) = mpsc::channel(64);
+    let outputs = Outputs {
+        store: store.clone(),
+        statuses: statuses.clone(),
+        metrics: operator_metrics,
+        readiness: readiness.clone(),
+        apply_owned_to_index: true,
+    };
+    tasks.spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
+    tracing::info!(dir = %dir.display(), "standalone mode: reading manifests");
+    let follow = tokio::spawn(run::follow(source, tx, shutdown.clone()));
+
+    // Nothing is served before the first complete render.
+    tokio::select! {
+        _ = readiness.wait() => {}
+        _ = wait_for_signal() => return Ok(()),
+    }
+    let cds_settings = ServerSettings {
+        max_connections: args.cds_max_connections,
+        session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
+        ..Default::default()
+    };
+    let address = cds_listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%address, "serving config discovery");
+    tasks.spawn(cds::serve(cds_listener, store, cds_settings, statuses.router(), shutdown.clone()));
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        result = follow => {
+            if let Ok(Err(e)) = result {
+                shutdown.cancel();
+                return Err(e);
+            }
+        }
+    }
+    shutdown.cancel();
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+async fn bind(addr: std::net::SocketAddr, flag: &str) -> Result<tokio::net::TcpListener, String> {
+    admin::bind(addr).await.map_err(|e| format!("cannot listen on {flag} {addr}: {e}"))
+}
+
+fn init_logging(level: &str) {
+    let level = match level {
+        "debug" => "debug",
+        "error" => "error",
+        l if l.parse::<u8>().is_ok_and(|n| n > 1) => "trace",
+        l if l.parse::<u8>().is_ok_and(|n| n == 1) => "debug",
+        _ => "info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+}
+
+async fn wait_for_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+}

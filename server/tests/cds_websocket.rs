@@ -294,8 +294,11 @@ async fn a_client_that_never_reads_does_not_stop_100_others() {
         ..Default::default()
     };
     let s = start(settings).await;
-    // A stalled client: completes the handshake, then never reads a byte.
-    let mut stalled = TcpStream::connect(s.addr).await.unwrap();
+    // A stalled client: completes the handshake, then never reads a byte. A small receive
+    // buffer makes the server's writes to it block after a few frames.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(s.addr).await.unwrap();
     let req = format!(
         "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
         s.addr
@@ -306,7 +309,7 @@ async fn a_client_that_never_reads_does_not_stop_100_others() {
         healthy.push(watch(&s, "/api/v1/configs/ns/gw?watch=true").await);
     }
     // Big configs fill the stalled client's socket buffers within a few versions.
-    let big = "x".repeat(512 * 1024);
+    let big = "x".repeat(128 * 1024);
     for round in 0..20 {
         let mut c = config("ns/gw", &format!("r{round}"));
         c.auth.credentials.insert("padding".into(), big.clone());

@@ -16,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+/// Kernel send buffer per connection: many configs' worth, far below Linux's autotuning limit.
+const SEND_BUFFER_BYTES: usize = 256 * 1024;
+
 /// Settings of the CDS listener.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
@@ -40,16 +43,18 @@ impl Default for ServerSettings {
 }
 
 /// Serves the CDS API from `store` on `listener` until `shutdown` is cancelled, then closes
-/// every stream and returns once they are gone (or the grace period is over).
+/// every stream and returns once they are gone (or the grace period is over). `extra` adds
+/// the daemon's own routes on the same port (its status endpoint).
 pub async fn serve(
     listener: TcpListener,
     store: Arc<ConfigStore>,
     settings: ServerSettings,
+    extra: axum::Router,
     shutdown: CancellationToken,
 ) {
     let state =
         Arc::new(CdsState { store: store.clone(), session: settings.session.clone(), shutdown: shutdown.clone() });
-    let router = api::router(state);
+    let router = api::router(state).merge(extra);
     let slots = Arc::new(Semaphore::new(settings.max_connections));
     let tracker = TaskTracker::new();
     loop {
@@ -66,6 +71,9 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
+        // Bounds the kernel memory a client that stops reading can pin (Linux would otherwise
+        // let the send buffer grow to tcp_wmem's maximum, megabytes per connection).
+        let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             store.metrics.rejected_connections.inc();
             tracker.spawn(refuse(stream, settings.max_connections));

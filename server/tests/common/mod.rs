@@ -25,7 +25,7 @@ pub async fn start(settings: ServerSettings) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, store.clone(), settings, shutdown.clone()));
+    let task = tokio::spawn(serve(listener, store.clone(), settings, axum::Router::new(), shutdown.clone()));
     Server { addr, store, metrics, shutdown, task }
 }
 

@@ -1,4 +1,9 @@
-//! Bodies and identifiers of the config discovery service's HTTP API (cds-protocol.md §2).
+//! Bodies and identifiers of the config discovery service's HTTP API (cds-protocol.md §2),
+//! plus our `/api/v1/statuses` ([`StatusList`]).
+
+mod status;
+
+pub use status::{Condition, ListenerConditions, ObjectStatus, ParentConditions, ParentRef, StatusList};
 
 use crate::config::StunnerConfig;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,287 @@
+//! Command line and environment of the daemon, compatible with the Go operator's
+//! (operator-behavior.md §6): same flag names and defaults, the same environment variables.
+//!
+//! Deliberate differences, all documented in docs/compatibility.md:
+//! - an invalid value is a start-up error naming the flag (upstream silently falls back);
+//! - an explicit flag beats its environment variable (upstream lets
+//!   STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE override an explicit `--dataplane-mode=managed`);
+//! - Go's single-dash long flags (`-leader-elect`) are accepted and mean the same as `--`.
+
+use clap::{ArgAction, Parser, ValueEnum};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "stunner-gateway-operator", version, about = "The STUNner Kubernetes gateway operator")]
+pub struct Args {
+    /// Run without a cluster: read Gateway API and STUNner manifests from this directory and
+    /// follow changes to its files.
+    #[arg(long, value_name = "DIR")]
+    pub standalone: Option<PathBuf>,
+
+    /// The controller name GatewayClasses must name in spec.controllerName.
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_CONTROLLER_NAME", default_value = "stunner.l7mp.io/gateway-operator")]
+    pub controller_name: String,
+
+    /// How long to coalesce events before rendering (Go duration, e.g. 250ms, 1s).
+    #[arg(long, default_value = "250ms", value_parser = parse_go_duration)]
+    pub throttle_timeout: Duration,
+
+    /// Use endpoint IPs of backend Services (EndpointSlices) instead of DNS names.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub endpoint_discovery: bool,
+
+    /// managed: one dataplane Deployment per Gateway, configs over CDS; legacy: one ConfigMap per GatewayClass.
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE", default_value = "managed", ignore_case = true)]
+    pub dataplane_mode: DataplaneMode,
+
+    /// Where the config discovery service listens.
+    #[arg(long, default_value = ":13478", value_parser = parse_bind_address)]
+    pub config_discovery_address: SocketAddr,
+
+    /// Host the dataplanes are told to reach the CDS at (the port comes from
+    /// --config-discovery-address). Unset: the address itself.
+    #[arg(long = "config-discovery-advertised-host", env = "STUNNER_GATEWAY_OPERATOR_ADDRESS", value_name = "HOST")]
+    pub advertised_host: Option<String>,
+
+    /// Where Prometheus metrics are served (`0` disables).
+    #[arg(long, default_value = ":8080", value_parser = parse_optional_bind_address)]
+    pub metrics_bind_address: BindAddress,
+
+    /// Where /healthz and /readyz are served (`0` disables).
+    #[arg(long, default_value = ":8081", value_parser = parse_optional_bind_address)]
+    pub health_probe_bind_address: BindAddress,
+
+    /// Where CPU profiles are served (`0` disables). Exposes internals: keep it on loopback.
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_PPROF_BIND_ADDRESS", default_value = "0", value_parser = parse_optional_bind_address)]
+    pub pprof_bind_address: BindAddress,
+
+    /// Watch Endpoints instead of EndpointSlices (upstream's spelling).
+    #[arg(long = "disable-endpontslice-controller", alias = "disable-endpointslice-controller", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub disable_endpointslice_controller: bool,
+
+    /// Elect a leader among replicas; only the leader writes to the API server.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub leader_elect: bool,
+
+    /// On shutdown, invalidate Gateways and remove the dataplanes.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub enable_finalizer: bool,
+
+    /// Most CDS connections open at once.
+    #[arg(long, default_value_t = 16384)]
+    pub cds_max_connections: usize,
+
+    /// A CDS client that does not take a config within this time is disconnected.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub cds_write_timeout: Duration,
+
+    /// Log level (zap's flag, kept for compatibility): debug, info, error, or a number.
+    #[arg(long, default_value = "info")]
+    pub zap_log_level: String,
+
+    /// Accepted for compatibility with the Go operator's logger flags.
+    #[arg(long, hide = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub zap_devel: Option<String>,
+    #[arg(long, hide = true)]
+    pub zap_encoder: Option<String>,
+    #[arg(long, hide = true)]
+    pub zap_stacktrace_level: Option<String>,
+    #[arg(long, hide = true)]
+    pub zap_time_encoding: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DataplaneMode {
+    Managed,
+    Legacy,
+}
+
+impl Args {
+    /// Parses the process arguments, accepting Go's single-dash long flags.
+    pub fn from_env() -> Self {
+        Self::parse_from(normalize_go_flags(std::env::args()))
+    }
+
+    /// The CDS `host:port` told to dataplanes: the advertised host (upstream sets it to the
+    /// operator pod's IP) with the port of the bind address; the renderer turns it into
+    /// `STUNNER_CONFIG_ORIGIN`.
+    pub fn advertised_cds_address(&self) -> String {
+        let port = self.config_discovery_address.port();
+        let host = match &self.advertised_host {
+            Some(h) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
+            None if self.config_discovery_address.ip().is_unspecified() => String::new(),
+            None => self.config_discovery_address.ip().to_string(),
+        };
+        if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+    }
+}
+
+/// Gateway label keys not copied to dataplane Deployments: STUNNER_GATEWAY_OPERATOR_LABEL_FILTER
+/// (a comma-separated list) replaces the default list; set but empty, nothing is filtered.
+pub fn label_filter(env: Option<String>) -> Vec<String> {
+    match env {
+        None => stunner_gateway::render::DEFAULT_LABEL_FILTER.iter().map(|s| s.to_string()).collect(),
+        Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+    }
+}
+
+/// Rewrites `-long-flag` to `--long-flag`, as Go's flag package accepts both.
+pub fn normalize_go_flags(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut after_separator = false;
+    for (i, a) in args.into_iter().enumerate() {
+        after_separator |= a == "--";
+        let single_dash_long = a.starts_with('-') && !a.starts_with("--") && a.len() > 2;
+        if i > 0 && !after_separator && single_dash_long {
+            out.push(format!("-{a}"));
+        } else {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// Go's `time.ParseDuration` for the units that make sense here.
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?} (examples: 250ms, 1s, 1m30s)");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        let value: f64 = rest[..num_end].parse().map_err(|_| bad())?;
+        rest = &rest[num_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// Go's `strconv.ParseBool`, as Go's boolean flags use it.
+pub fn parse_go_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("invalid boolean {s:?}")),
+    }
+}
+
+/// A Go listen address: `host:port`, `:port` (every interface) or `[v6]:port`.
+pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
+    let bad = || format!("invalid address {s:?} (want host:port or :port)");
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let ip: IpAddr = match host.trim_start_matches('[').trim_end_matches(']') {
+        "" => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        "localhost" => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        h => h.parse().map_err(|_| bad())?,
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// A listen address that `0` (controller-runtime's convention) turns off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
+/// Like [`parse_bind_address`], with `0` for disabled.
+pub fn parse_optional_bind_address(s: &str) -> Result<BindAddress, String> {
+    if s == "0" || s.is_empty() { Ok(BindAddress(None)) } else { parse_bind_address(s).map(|a| BindAddress(Some(a))) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        let argv = std::iter::once("op").chain(args.iter().copied()).map(String::from);
+        Args::try_parse_from(normalize_go_flags(argv))
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.controller_name, "stunner.l7mp.io/gateway-operator");
+        assert_eq!(a.throttle_timeout, Duration::from_millis(250));
+        assert!(a.endpoint_discovery);
+        assert_eq!(a.dataplane_mode, DataplaneMode::Managed);
+        assert_eq!(a.config_discovery_address.port(), 13478);
+        assert_eq!(a.metrics_bind_address.0.unwrap().port(), 8080);
+        assert_eq!(a.health_probe_bind_address.0.unwrap().port(), 8081);
+        assert_eq!(a.pprof_bind_address, BindAddress(None));
+        assert!(!a.leader_elect && !a.enable_finalizer && !a.disable_endpointslice_controller);
+    }
+
+    #[test]
+    fn go_style_flags_are_accepted() {
+        let a = parse(&[
+            "-leader-elect",
+            "--endpoint-discovery=false",
+            "--disable-endpontslice-controller",
+            "--dataplane-mode=LEGACY",
+            "--throttle-timeout=1m30s",
+            "--zap-log-level=debug",
+            "--zap-devel=true",
+        ])
+        .unwrap();
+        assert!(a.leader_elect && !a.endpoint_discovery && a.disable_endpointslice_controller);
+        assert_eq!(a.dataplane_mode, DataplaneMode::Legacy);
+        assert_eq!(a.throttle_timeout, Duration::from_secs(90));
+        assert!(parse(&["--disable-endpointslice-controller"]).unwrap().disable_endpointslice_controller);
+    }
+
+    #[test]
+    fn invalid_values_name_the_flag() {
+        for bad in [["--throttle-timeout", "soon"], ["--dataplane-mode", "weird"], ["--metrics-bind-address", "8080"]] {
+            let err = parse(&bad).unwrap_err().to_string();
+            assert!(err.contains(bad[0]), "{err}");
+        }
+    }
+
+    #[test]
+    fn advertised_address_takes_the_host_and_the_bind_port() {
+        let with = |addr: &str, host: Option<&str>| {
+            let mut a = parse(&["--config-discovery-address", addr]).unwrap();
+            a.advertised_host = host.map(String::from);
+            a.advertised_cds_address()
+        };
+        assert_eq!(with(":13478", None), ":13478");
+        assert_eq!(with("127.0.0.1:1234", None), "127.0.0.1:1234");
+        assert_eq!(with(":13478", Some("10.0.0.5")), "10.0.0.5:13478");
+        assert_eq!(with(":13478", Some("2600::9")), "[2600::9]:13478");
+        assert_eq!(with(":13478", Some("[2600::9]")), "[2600::9]:13478");
+        assert_eq!(with(":13478", Some("cds.stunner-system.svc")), "cds.stunner-system.svc:13478");
+    }
+
+    #[test]
+    fn label_filter_env_replaces_the_default() {
+        assert_eq!(label_filter(None).len(), 6);
+        assert_eq!(label_filter(Some(" a , ,b".into())), ["a", "b"]);
+        assert!(label_filter(Some(String::new())).is_empty());
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_go_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_go_duration("10").is_err());
+        assert!(parse_go_duration("").is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! The statuses the operator computed, kept for people to read: in standalone mode there is
+//! no API server to write them to, so they are logged and served at `GET /api/v1/statuses`
+//! (on the CDS port; `stunnerctl status` reads them there).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use stunner_gateway::cds::{ObjectStatus, StatusList};
+
+type Key = (String, String, String);
+
+/// Latest status per object.
+#[derive(Default)]
+pub struct StatusBoard {
+    statuses: RwLock<BTreeMap<Key, ObjectStatus>>,
+}
+
+impl StatusBoard {
+    /// Records `status`; returns whether it differs from what was there (worth logging).
+    pub fn set(&self, status: ObjectStatus) -> bool {
+        let key = (status.kind.clone(), status.namespace.clone(), status.name.clone());
+        let mut map = self.statuses.write().expect("status lock");
+        if map.get(&key) == Some(&status) {
+            return false;
+        }
+        map.insert(key, status);
+        true
+    }
+
+    /// Forgets the status of an object that is gone.
+    pub fn remove(&self, kind: &str, namespace: &str, name: &str) {
+        self.statuses.write().expect("status lock").remove(&(kind.into(), namespace.into(), name.into()));
+    }
+
+    pub fn list(&self) -> StatusList {
+        StatusList { items: self.statuses.read().expect("status lock").values().cloned().collect() }
+    }
+
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new().route("/api/v1/statuses", get(serve_statuses)).with_state(self)
+    }
+}
+
+async fn serve_statuses(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
+    let body = stunner_gateway::config::json::to_vec_line(&board.list());
+    ([(header::CONTENT_TYPE, "application/json")], body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(kind: &str, name: &str, ready: bool) -> ObjectStatus {
+        ObjectStatus {
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            status: serde_json::json!({ "ready": ready }),
+        }
+    }
+
+    #[test]
+    fn keeps_the_latest_per_object_sorted() {
+        let b = StatusBoard::default();
+        assert!(b.set(status("Gateway", "b", false)));
+        assert!(b.set(status("Gateway", "a", false)));
+        assert!(b.set(status("GatewayClass", "a", true)));
+        assert!(!b.set(status("Gateway", "a", false)), "unchanged");
+        assert!(b.set(status("Gateway", "a", true)));
+        let names: Vec<_> = b.list().items.iter().map(|s| format!("{}/{}", s.kind, s.name)).collect();
+        assert_eq!(names, ["Gateway/a", "Gateway/b", "GatewayClass/a"]);
+        b.remove("Gateway", "ns", "b");
+        assert_eq!(b.list().items.len(), 2);
+    }
+}

@@ -1,0 +1,192 @@
+//! The real daemon binary in standalone mode: manifests in a directory, edited while it
+//! runs, observed through a WebSocket watch like a dataplane's.
+
+use futures_util::StreamExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use stunner_gateway::config::StunnerConfig;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio_tungstenite::tungstenite::Message;
+
+struct Daemon {
+    _child: Child,
+    addr: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+fn quickstart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/quickstart")
+}
+
+fn temp_copy_of_quickstart(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("standalone-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(quickstart()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+impl Daemon {
+    async fn start(dir: &Path) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
+            .args(["--standalone", dir.to_str().unwrap()])
+            .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
+            .args(["--health-probe-bind-address", "0", "--throttle-timeout", "50ms"])
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                let served = line.split("address=").nth(1).filter(|_| line.contains("serving config discovery"));
+                if let Some(addr) = served
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(30), rx).await.expect("daemon serves in time").unwrap();
+        Daemon { _child: child, addr, log }
+    }
+
+    fn log_contains(&self, needle: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
+
+    async fn wait_for_log(&self, needle: &str) {
+        for _ in 0..100 {
+            if self.log_contains(needle) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no log line with {needle:?} in:\n{}", self.log.lock().unwrap().join("\n"));
+    }
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn watch(d: &Daemon, path: &str) -> Ws {
+    tokio_tungstenite::connect_async(format!("ws://{}{path}", d.addr)).await.unwrap().0
+}
+
+async fn next_config(ws: &mut Ws) -> StunnerConfig {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a config in time");
+        if let Message::Text(t) = msg.unwrap().unwrap() {
+            return serde_json::from_str(&t).unwrap();
+        }
+    }
+}
+
+async fn assert_no_config(ws: &mut Ws) {
+    if let Ok(Some(Ok(Message::Text(t)))) = tokio::time::timeout(Duration::from_millis(800), ws.next()).await {
+        panic!("unexpected config {t}");
+    }
+}
+
+#[tokio::test]
+async fn quickstart_is_served_and_follows_edits() {
+    let dir = temp_copy_of_quickstart("edits");
+    let d = Daemon::start(&dir).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    let c = next_config(&mut ws).await;
+    assert_eq!(c.admin.name, "stunner/udp-gateway");
+    assert_eq!(c.listeners.len(), 2);
+    assert_eq!(c.auth.credentials["password"], "pass-1");
+    assert_eq!(c.clusters[0].endpoints, ["10.0.0.0/8", "127.0.0.1/32"]);
+
+    // A new listener, written in place.
+    let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
+    let with_third = gateway.replace(
+        "    - name: tcp-listener\n",
+        "    - name: extra-listener\n      port: 3479\n      protocol: UDP\n    - name: tcp-listener\n",
+    );
+    std::fs::write(dir.join("gateway.yaml"), &with_third).unwrap();
+    let c = next_config(&mut ws).await;
+    assert_eq!(c.listeners.len(), 3);
+
+    // A new password, saved the way many editors do: write a temporary file, rename it over.
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+    std::fs::write(dir.join(".gatewayclass.yaml.tmp"), class.replace("pass-1", "pass-2")).unwrap();
+    std::fs::rename(dir.join(".gatewayclass.yaml.tmp"), dir.join("gatewayclass.yaml")).unwrap();
+    let c = next_config(&mut ws).await;
+    assert_eq!(c.auth.credentials["password"], "pass-2");
+
+    // A broken edit is reported with its file and line, and the last good content stays.
+    std::fs::write(dir.join("route.yaml"), "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: [oops\n")
+        .unwrap();
+    d.wait_for_log("route.yaml:").await;
+    assert_no_config(&mut ws).await;
+    // Unknown kinds are skipped with a warning.
+    std::fs::write(dir.join("other.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n").unwrap();
+    d.wait_for_log("ConfigMap").await;
+    assert_no_config(&mut ws).await;
+
+    // Removing the route's file removes the cluster.
+    std::fs::remove_file(dir.join("route.yaml")).unwrap();
+    let c = next_config(&mut ws).await;
+    assert!(c.clusters.is_empty());
+
+    // Removing the Gateway pushes the zero config, which stunnerd recognises as a delete.
+    std::fs::remove_file(dir.join("gateway.yaml")).unwrap();
+    let c = next_config(&mut ws).await;
+    assert!(c.normalized().unwrap().is_deleted(), "{c:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn statuses_are_logged_and_served() {
+    let dir = temp_copy_of_quickstart("status");
+    let d = Daemon::start(&dir).await;
+    d.wait_for_log("GatewayClass stunner-gatewayclass: Accepted=True").await;
+    let body = http_get(&format!("http://{}/api/v1/statuses", d.addr)).await;
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let kinds: Vec<&str> = list["items"].as_array().unwrap().iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Gateway", "GatewayClass", "UDPRoute"]);
+    let gw = &list["items"][0];
+    assert_eq!(gw["name"], "udp-gateway");
+    assert_eq!(gw["status"]["conditions"][0]["type"], "Accepted");
+    assert_eq!(gw["status"]["conditions"][0]["status"], "True");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_missing_directory_is_a_clear_start_up_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
+        .args(["--standalone", "/nonexistent/manifests", "--config-discovery-address", "127.0.0.1:0"])
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read --standalone directory /nonexistent/manifests"), "{err}");
+}
+
+/// A plain HTTP GET over a raw socket (the daemon speaks HTTP/1.1).
+async fn http_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.write_all(format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    buf.split_once("\r\n\r\n").unwrap().1.to_string()
+}
