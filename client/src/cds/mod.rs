@@ -1,0 +1,156 @@
+//! A typed client of the config discovery service (spec: cds-protocol.md): one-shot GETs of
+//! configs, the license status and the operator's statuses, and reconnecting watches.
+//!
+//! `address` parses what people type; `http` does one-shot GETs; `watch` keeps a WebSocket
+//! open and alive (with `backoff` between attempts); `status` holds the statuses body.
+
+mod address;
+mod backoff;
+mod error;
+mod http;
+mod watch;
+
+pub use address::{DEFAULT_PORT, ServerAddress};
+pub use error::ClientError;
+pub use http::Timeouts;
+pub use stunner_gateway::cds::{Condition, ListenerConditions, ObjectStatus, ParentConditions, ParentRef, StatusList};
+pub use watch::{WatchEvent, WatchSettings, Watcher};
+
+use hyper::StatusCode;
+use serde::de::DeserializeOwned;
+use stunner_gateway::cds::{ApiError, ConfigId, ConfigList, LicenseStatus};
+use stunner_gateway::config::StunnerConfig;
+
+/// Which configs to get or watch: the three config routes of the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigScope {
+    /// `/api/v1/configs`
+    All,
+    /// `/api/v1/configs/{namespace}`
+    Namespace(String),
+    /// `/api/v1/configs/{namespace}/{name}`; with a `node`, the server patches the config for
+    /// that node (relay address discovery). Only this route takes a node.
+    Gateway { id: ConfigId, node: Option<String> },
+}
+
+impl ConfigScope {
+    fn segments(&self) -> Vec<&str> {
+        let mut s = vec!["api", "v1", "configs"];
+        match self {
+            ConfigScope::All => {}
+            ConfigScope::Namespace(ns) => s.push(ns),
+            ConfigScope::Gateway { id, .. } => s.extend([id.namespace.as_str(), id.name.as_str()]),
+        }
+        s
+    }
+
+    /// The query of a GET; a watch adds `watch=true` after it (Go sorts `node` first).
+    fn query(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            ConfigScope::Gateway { node: Some(node), .. } if !node.is_empty() => vec![("node", node.as_str())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A client of one config discovery server. Cheap to clone; holds no connection.
+#[derive(Debug, Clone)]
+pub struct CdsClient {
+    server: ServerAddress,
+    timeouts: Timeouts,
+    watch: WatchSettings,
+}
+
+impl CdsClient {
+    /// A client of the server at `address` (see [`ServerAddress::parse`] for the forms).
+    pub fn new(address: &str) -> Result<Self, ClientError> {
+        Ok(CdsClient {
+            server: ServerAddress::parse(address)?,
+            timeouts: Timeouts::default(),
+            watch: WatchSettings::default(),
+        })
+    }
+
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    pub fn with_watch_settings(mut self, settings: WatchSettings) -> Self {
+        self.watch = settings;
+        self
+    }
+
+    pub fn server(&self) -> &ServerAddress {
+        &self.server
+    }
+
+    /// The configs in `scope`, as the server stores them (not normalised). A Gateway that has
+    /// no config is [`ClientError::GatewayNotFound`].
+    pub async fn configs(&self, scope: &ConfigScope) -> Result<Vec<StunnerConfig>, ClientError> {
+        match scope {
+            ConfigScope::Gateway { id, .. } => {
+                let not_found = || ClientError::GatewayNotFound { id: id.to_string(), server: self.server.to_string() };
+                Ok(vec![self.get(&scope.segments(), &scope.query(), not_found).await?])
+            }
+            _ => Ok(self.get::<ConfigList>(&scope.segments(), &[], || self.not_served(scope.segments())).await?.items),
+        }
+    }
+
+    /// `GET /api/v1/license`.
+    pub async fn license(&self) -> Result<LicenseStatus, ClientError> {
+        let path = ["api", "v1", "license"];
+        self.get(&path, &[], || self.not_served(path.to_vec())).await
+    }
+
+    /// `GET /api/v1/statuses`: the operator's statuses of GatewayClasses, Gateways and routes.
+    pub async fn statuses(&self) -> Result<StatusList, ClientError> {
+        let path = ["api", "v1", "statuses"];
+        self.get(&path, &[], || self.not_served(path.to_vec())).await
+    }
+
+    /// A watch of `scope`; it connects on the first [`Watcher::next`].
+    pub fn watch(&self, scope: &ConfigScope) -> Watcher {
+        let mut query = scope.query();
+        query.push(("watch", "true"));
+        Watcher::new(self.server.clone(), self.server.ws_url(&scope.segments(), &query), self.watch.clone())
+    }
+
+    /// GETs a JSON body. A JSON 404 is the API's own "no such object" (`not_found`); any other
+    /// 404 means the route itself is missing.
+    async fn get<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        not_found: impl FnOnce() -> ClientError,
+    ) -> Result<T, ClientError> {
+        let url = self.server.http_url(segments, query);
+        let resp = http::get(&self.server, &url, self.timeouts).await?;
+        match resp.status {
+            StatusCode::OK => serde_json::from_slice(&resp.body)
+                .map_err(|e| ClientError::Decode { url: url.to_string(), reason: e.to_string() }),
+            StatusCode::NOT_FOUND if resp.json => Err(not_found()),
+            StatusCode::NOT_FOUND => Err(self.not_served(segments.to_vec())),
+            status => Err(ClientError::Status {
+                url: url.to_string(),
+                status: status.to_string(),
+                message: error_message(&resp),
+            }),
+        }
+    }
+
+    fn not_served(&self, segments: Vec<&str>) -> ClientError {
+        ClientError::NotServed { server: self.server.to_string(), path: format!("/{}", segments.join("/")) }
+    }
+}
+
+/// The message of an error body: the API's JSON `Error`, else the text itself.
+fn error_message(resp: &http::Response) -> String {
+    if resp.json
+        && let Ok(e) = serde_json::from_slice::<ApiError>(&resp.body)
+    {
+        return e.message;
+    }
+    let text = String::from_utf8_lossy(&resp.body).trim().to_string();
+    if text.is_empty() { resp.status.canonical_reason().unwrap_or("error").to_string() } else { text }
+}
