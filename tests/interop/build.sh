@@ -2,12 +2,13 @@
 # Builds the Go interop harness into tests/interop/bin/:
 #   cdswatch   - our own CDS watcher on top of the upstream CDS client (cmd/cdswatch)
 #   cdsserver  - our own stdin driver for the upstream CDS server (cmd/cdsserver)
+#   turnprobe  - our own TURN allocate-and-relay probe with a JSON verdict (cmd/turnprobe)
 #   stunnerd   - upstream dataplane daemon   (github.com/l7mp/stunner/cmd/stunnerd)
 #   turncat    - upstream TURN client        (github.com/l7mp/stunner/cmd/turncat)
 #   stunnerctl - upstream CLI                (github.com/l7mp/stunner/cmd/stunnerctl)
 # Upstream code comes from the Go module proxy at the version pinned in go.mod.
 # Idempotent: a binary is rebuilt only when older than go.mod, go.sum, this
-# script or (for cdswatch, cdsserver) their sources. Needs only `go` and the module proxy.
+# script or (for our own commands under cmd/) their sources. Needs only `go` and the module proxy.
 # Usage: build.sh [--force]
 set -euo pipefail
 
@@ -32,11 +33,12 @@ pin="$(awk '$1=="require" && $2=="github.com/l7mp/stunner" {print $3; exit}
 declare -A pkgs=(
   [cdswatch]=./cmd/cdswatch
   [cdsserver]=./cmd/cdsserver
+  [turnprobe]=./cmd/turnprobe
   [stunnerd]=github.com/l7mp/stunner/cmd/stunnerd
   [turncat]=github.com/l7mp/stunner/cmd/turncat
   [stunnerctl]=github.com/l7mp/stunner/cmd/stunnerctl
 )
-order=(cdswatch cdsserver stunnerd turncat stunnerctl)
+order=(cdswatch cdsserver turnprobe stunnerd turncat stunnerctl)
 
 # Is bin/$1 up to date w.r.t. its inputs?
 fresh() {

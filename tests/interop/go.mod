@@ -5,6 +5,8 @@ go 1.25.0
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/l7mp/stunner v1.2.1
+	github.com/pion/logging v0.2.5-0.20260405224506-902883ec686b
+	github.com/pion/turn/v5 v5.0.3
 )
 
 require (
@@ -53,7 +55,6 @@ require (
 	github.com/pion/dtls/v3 v3.1.3 // indirect
 	github.com/pion/ice/v4 v4.2.2 // indirect
 	github.com/pion/interceptor v0.1.44 // indirect
-	github.com/pion/logging v0.2.5-0.20260405224506-902883ec686b // indirect
 	github.com/pion/mdns/v2 v2.1.0 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
 	github.com/pion/rtcp v1.2.16 // indirect
@@ -64,7 +65,6 @@ require (
 	github.com/pion/stun/v3 v3.1.4 // indirect
 	github.com/pion/transport/v4 v4.0.2 // indirect
 	github.com/pion/turn/v4 v4.1.4 // indirect
-	github.com/pion/turn/v5 v5.0.3 // indirect
 	github.com/pion/webrtc/v4 v4.2.11 // indirect
 	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect

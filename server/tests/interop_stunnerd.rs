@@ -1,0 +1,641 @@
+//! The real upstream dataplane against our daemon: `stunnerd -w` (github.com/l7mp/stunner
+//! v1.2.1, built by tests/interop/build.sh) watches the daemon in standalone mode, reconciles
+//! the rendered config, opens its TURN listeners (UDP, TCP, TLS) and relays for a real TURN
+//! client (tests/interop/cmd/turnprobe, pion/turn like upstream turncat) to a UDP echo
+//! backend; live edits of the manifests reach the running stunnerd, and restarting the
+//! daemon does not take its listeners down.
+//!
+//! Everything is on loopback. stunnerd binds its TURN listeners and its health check on all
+//! interfaces (upstream behaviour: `:PORT`, `http://:8086`), and the health check port is
+//! fixed, so the tests here run one stunnerd at a time (`STUNNERD` lock).
+
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::net::UdpSocket;
+use tokio::process::{Child, Command};
+
+/// One stunnerd at a time: its health check always binds `:8086` (the zero config it
+/// bootstraps with has the default endpoint, and so does every config we render).
+static STUNNERD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// What stunnerd's health check answers on (the default endpoint, `http://:8086`).
+const HEALTH: &str = "127.0.0.1:8086";
+const GATEWAY_ID: &str = "stunner/udp-gateway";
+
+fn interop_bin(name: &str) -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/bin").join(name);
+    assert!(bin.exists(), "{} is missing: run tests/interop/build.sh (scripts/test does)", bin.display());
+    bin
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes and their logs
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn collect<R: AsyncRead + Unpin + Send + 'static>(r: R, log: Log, mut on_line: impl FnMut(&str) + Send + 'static) {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(r).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            on_line(&line);
+            log.lock().unwrap().push(line);
+        }
+    });
+}
+
+fn count(log: &Log, needle: &str) -> usize {
+    log.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
+}
+
+fn tail(log: &Log) -> String {
+    let log = log.lock().unwrap();
+    log[log.len().saturating_sub(60)..].join("\n")
+}
+
+/// Our daemon in standalone mode.
+struct Daemon {
+    child: Child,
+    addr: String,
+}
+
+impl Daemon {
+    /// Starts on `cds` (`127.0.0.1:0` for any port); retried a few times when the port is
+    /// still held by a previous instance (a restart on the same port).
+    async fn start(dir: &Path, cds: &str) -> Daemon {
+        let mut last_log = String::new();
+        for _ in 0..40 {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
+                .args(["--standalone", dir.to_str().unwrap(), "--config-discovery-address", cds])
+                .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+                .args(["--throttle-timeout", "50ms"])
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("the daemon starts");
+            let log: Log = Arc::default();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let mut tx = Some(tx);
+            collect(child.stderr.take().unwrap(), log.clone(), move |line| {
+                if line.contains("serving config discovery")
+                    && let Some(addr) = line.split("address=").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+            });
+            match tokio::time::timeout(Duration::from_secs(30), rx).await {
+                Ok(Ok(addr)) => return Daemon { child, addr },
+                Ok(Err(_)) => {
+                    // stderr closed before the address line: it exited (port still taken?)
+                    let _ = child.wait().await;
+                    last_log = tail(&log);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(_) => panic!("the daemon did not serve within 30 s:\n{}", tail(&log)),
+            }
+        }
+        panic!("the daemon did not start on {cds}:\n{last_log}");
+    }
+
+    async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+/// The real dataplane, watching our CDS like a pod does (`stunnerd -w`).
+struct Stunnerd {
+    child: Child,
+    log: Log,
+}
+
+impl Stunnerd {
+    async fn start(cds: &str) -> Stunnerd {
+        wait_until_health_port_is_free().await;
+        let mut child = Command::new(interop_bin("stunnerd"))
+            .args(["-w", "--id", GATEWAY_ID, "-c", &format!("http://{cds}")])
+            .env("STUNNER_ADDR", "127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("stunnerd starts");
+        let log: Log = Arc::default();
+        // upstream stunnerd logs to stdout; stderr for anything else (panics)
+        collect(child.stdout.take().unwrap(), log.clone(), |_| {});
+        collect(child.stderr.take().unwrap(), log.clone(), |_| {});
+        Stunnerd { child, log }
+    }
+
+    /// Waits until its `/ready` answers 200: a non-zero config was reconciled.
+    async fn wait_ready(&mut self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            self.assert_running();
+            if health("/ready").await.is_some_and(|(code, _)| code == 200) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("stunnerd not ready in 60 s; /ready: {:?}\n{}", health("/ready").await, tail(&self.log));
+    }
+
+    fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("stunnerd exited ({status}):\n{}", tail(&self.log));
+        }
+    }
+
+    /// Waits for at least `n` log lines containing `needle`.
+    async fn wait_for_log(&self, needle: &str, n: usize) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            if count(&self.log, needle) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("stunnerd logged {needle:?} fewer than {n} times in 60 s:\n{}", tail(&self.log));
+    }
+
+    async fn stop(mut self) {
+        self.child.start_kill().unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+/// A previous stunnerd (another test, or one still shutting down) may hold the health port.
+async fn wait_until_health_port_is_free() {
+    for _ in 0..100 {
+        if std::net::TcpListener::bind("0.0.0.0:8086").is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("port 8086 (stunnerd's fixed health-check port) stays taken by another process");
+}
+
+/// GET on stunnerd's health endpoint: (status code, body).
+async fn health(path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = async {
+        let mut s = tokio::net::TcpStream::connect(HEALTH).await.ok()?;
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {HEALTH}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).await.ok()?;
+        let code = buf.split(' ').nth(1)?.parse().ok()?;
+        Some((code, buf.split_once("\r\n\r\n")?.1.to_string()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), io).await.ok().flatten()
+}
+
+// ---------------------------------------------------------------------------------------
+// Ports, backend, manifests
+
+/// Distinct ports that are free for both TCP and UDP on all interfaces (stunnerd binds
+/// `:PORT`), from the ephemeral range the kernel hands out.
+fn free_ports(n: usize) -> Vec<u16> {
+    let mut ports = BTreeSet::new();
+    for _ in 0..1000 {
+        if ports.len() == n {
+            break;
+        }
+        let tcp = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if port != 8086 && std::net::UdpSocket::bind(("0.0.0.0", port)).is_ok() {
+            ports.insert(port);
+        }
+    }
+    assert_eq!(ports.len(), n, "free ports");
+    ports.into_iter().collect()
+}
+
+/// A UDP echo server on loopback: the media backend behind the route.
+async fn echo_backend() -> SocketAddr {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+            let _ = sock.send_to(&buf[..n], from).await;
+        }
+    });
+    addr
+}
+
+enum Auth {
+    Static { user: &'static str, password: &'static str },
+    Ephemeral { secret: &'static str },
+}
+
+fn gatewayclass_yaml(auth: &Auth) -> String {
+    let auth = match auth {
+        Auth::Static { user, password } => {
+            format!("  authType: static\n  userName: \"{user}\"\n  password: \"{password}\"\n")
+        }
+        Auth::Ephemeral { secret } => format!("  authType: ephemeral\n  sharedSecret: \"{secret}\"\n"),
+    };
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: stunner-gatewayclass
+spec:
+  controllerName: \"stunner.l7mp.io/gateway-operator\"
+  parametersRef:
+    group: \"stunner.l7mp.io\"
+    kind: GatewayConfig
+    name: stunner-gatewayconfig
+    namespace: stunner
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata:
+  name: stunner-gatewayconfig
+  namespace: stunner
+spec:
+  realm: stunner.l7mp.io
+{auth}---
+# no enableMetricsEndpoint: a fixed :8080 would clash with other processes
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata:
+  name: default
+spec:
+  replicas: 1
+  image: docker.io/l7mp/stunnerd:latest
+  command: [\"stunnerd\"]
+  args: [\"-w\"]
+"
+    )
+}
+
+/// A Gateway with the given `(name, protocol, port)` listeners; TLS ones use `tls-secret`.
+fn gateway_yaml(listeners: &[(&str, &str, u16)]) -> String {
+    let mut s = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: udp-gateway
+  namespace: stunner
+  annotations:
+    stunner.l7mp.io/enable-mixed-protocol-lb: \"true\"
+spec:
+  gatewayClassName: stunner-gatewayclass
+  addresses:
+    - type: IPAddress
+      value: 127.0.0.1
+  listeners:
+",
+    );
+    for (name, proto, port) in listeners {
+        s += &format!("    - name: {name}\n      port: {port}\n      protocol: {proto}\n");
+        if *proto == "TLS" {
+            s += "      tls:\n        mode: Terminate\n        certificateRefs:\n          - kind: Secret\n            name: tls-secret\n";
+        }
+    }
+    s
+}
+
+const ROUTE: &str = "apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata:
+  name: media-plane
+  namespace: stunner
+spec:
+  parentRefs:
+    - name: udp-gateway
+  rules:
+    - backendRefs:
+        - group: stunner.l7mp.io
+          kind: StaticService
+          name: media-servers
+";
+
+const STATIC_SERVICE: &str = "apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata:
+  name: media-servers
+  namespace: stunner
+spec:
+  prefixes:
+    - \"127.0.0.1/32\"
+";
+
+fn indent(pem: &str) -> String {
+    pem.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+/// A fresh manifest directory; `cert` = (PEM cert, PEM key) writes the TLS Secret.
+fn manifests(name: &str, auth: &Auth, listeners: &[(&str, &str, u16)], cert: Option<&(String, String)>) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("interop-stunnerd-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("gatewayclass.yaml"), gatewayclass_yaml(auth)).unwrap();
+    std::fs::write(dir.join("gateway.yaml"), gateway_yaml(listeners)).unwrap();
+    std::fs::write(dir.join("route.yaml"), ROUTE).unwrap();
+    std::fs::write(dir.join("staticservice.yaml"), STATIC_SERVICE).unwrap();
+    if let Some((crt, key)) = cert {
+        let secret = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls-secret\n  namespace: stunner\n\
+             type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+            indent(crt),
+            indent(key)
+        );
+        std::fs::write(dir.join("secret.yaml"), secret).unwrap();
+    }
+    dir
+}
+
+/// Replaces a manifest the way many editors save: a temporary file renamed over it.
+fn rewrite(dir: &Path, file: &str, content: &str) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, dir.join(file)).unwrap();
+}
+
+/// A self-signed certificate for 127.0.0.1 (generated per run by turnprobe; test-only key).
+async fn self_signed() -> (String, String) {
+    let out = Command::new(interop_bin("turnprobe")).arg("selfsigned").output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (v["cert"].as_str().unwrap().to_string(), v["key"].as_str().unwrap().to_string())
+}
+
+// ---------------------------------------------------------------------------------------
+// The TURN probe
+
+#[derive(Debug, Deserialize)]
+struct Verdict {
+    ok: bool,
+    stage: String,
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    relay: String,
+    received: usize,
+}
+
+/// How to reach a listener, and with which credentials.
+#[derive(Clone)]
+struct Probe {
+    transport: &'static str,
+    port: u16,
+    creds: Vec<String>,
+    extra: Vec<String>,
+}
+
+impl Probe {
+    fn new(transport: &'static str, port: u16) -> Probe {
+        Probe { transport, port, creds: vec![], extra: vec![] }
+    }
+    fn user(mut self, user: &str, password: &str) -> Probe {
+        self.creds = vec!["--user".into(), user.into(), "--password".into(), password.into()];
+        self
+    }
+    fn secret(mut self, secret: &str) -> Probe {
+        self.creds = vec!["--secret".into(), secret.into()];
+        self
+    }
+    fn arg(mut self, a: &str) -> Probe {
+        self.extra.push(a.into());
+        self
+    }
+
+    /// One run of turnprobe against `peer`.
+    async fn run(&self, peer: SocketAddr) -> Verdict {
+        let out = Command::new(interop_bin("turnprobe"))
+            .args(["--server", &format!("127.0.0.1:{}", self.port), "--transport", self.transport])
+            .args(["--peer", &peer.to_string(), "--count", "5", "--timeout", "20s"])
+            .args(&self.creds)
+            .args(&self.extra)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(40), out).await.expect("turnprobe ends").unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "turnprobe printed no verdict ({e}): {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// Runs until `want` holds (bounded: 8 runs or 90 s), for effects that take a moment to
+    /// propagate (a live config change) or a lost UDP packet; panics with every verdict.
+    async fn until(&self, what: &str, sd: &Stunnerd, peer: SocketAddr, want: impl Fn(&Verdict) -> bool) -> Verdict {
+        let start = Instant::now();
+        let mut seen = vec![];
+        for _ in 0..8 {
+            let v = self.run(peer).await;
+            if want(&v) {
+                return v;
+            }
+            seen.push(format!("{v:?}"));
+            if start.elapsed() > Duration::from_secs(90) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        panic!(
+            "{what} ({} on port {}): never got it; verdicts:\n{}\nstunnerd log:\n{}",
+            self.transport,
+            self.port,
+            seen.join("\n"),
+            tail(&sd.log)
+        );
+    }
+
+    async fn relays(&self, what: &str, sd: &Stunnerd, peer: SocketAddr) -> Verdict {
+        self.until(what, sd, peer, |v| v.ok && v.received > 0).await
+    }
+
+    /// Refused by the server at `stage` (an error response, not a timeout): `ALLOCATE` for
+    /// bad credentials, `PERMISSION` for a peer that no route of the listener allows.
+    async fn refused(&self, what: &str, sd: &Stunnerd, peer: SocketAddr, stage: &str) -> Verdict {
+        self.until(what, sd, peer, |v| !v.ok && v.stage == stage && v.error.contains("error response")).await
+    }
+}
+
+/// Where turnprobe stops when stunnerd refuses: bad credentials get an error response to the
+/// Allocate (pion/turn answers a wrong password with 400), a peer outside every routed cluster one to the CreatePermission (and stunnerd logs
+/// `permission denied on listener ...: no route to endpoint`).
+const ALLOCATE: &str = "allocate";
+const PERMISSION: &str = "permission";
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test]
+async fn stunnerd_runs_udp_tcp_tls_listeners_and_follows_live_changes() {
+    let _one = STUNNERD.lock().await;
+    let ports = free_ports(4);
+    let (udp, tcp, tls, extra) = (ports[0], ports[1], ports[2], ports[3]);
+    let cert = self_signed().await;
+    let listeners = [("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp), ("tls-listener", "TLS", tls)];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("live", &auth, &listeners, Some(&cert));
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &cert.0).unwrap();
+    let backend = echo_backend().await;
+    let outsider: SocketAddr = format!("127.0.0.2:{}", backend.port()).parse().unwrap();
+
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+    sd.wait_for_log("connection successfully opened to config discovery server", 1).await;
+
+    // The status page: the three listeners are running what we rendered.
+    let (code, status) = health("/status").await.expect("stunnerd /status");
+    assert_eq!(code, 200, "{status}");
+    for l in ["udp-listener", "tcp-listener", "tls-listener"] {
+        assert!(status.contains(&format!("stunner/udp-gateway/{l}")), "{l} in {status}");
+    }
+
+    let ok = |t, port| Probe::new(t, port).user("user-1", "pass-1");
+    let v = ok("udp", udp).relays("UDP allocation relays", &sd, backend).await;
+    assert!(v.relay.starts_with("127.0.0.1:"), "relay address is $STUNNER_ADDR: {v:?}");
+    ok("tcp", tcp).relays("TCP allocation relays", &sd, backend).await;
+    // TLS verified against our self-signed certificate: stunnerd serves the Secret we gave.
+    ok("tls", tls).arg("--ca").arg(ca.to_str().unwrap()).relays("TLS allocation relays", &sd, backend).await;
+    ok("udp", udp).refused("peer outside the cluster", &sd, outsider, PERMISSION).await;
+    assert!(count(&sd.log, "permission denied on listener \"stunner/udp-gateway/udp-listener\"") > 0);
+    Probe::new("udp", udp).user("user-1", "wrong").refused("wrong password", &sd, backend, ALLOCATE).await;
+
+    let pid = sd.child.id();
+
+    // Live: a new listener opens its port.
+    let mut with_extra = listeners.to_vec();
+    with_extra.push(("extra-listener", "UDP", extra));
+    rewrite(&dir, "gateway.yaml", &gateway_yaml(&with_extra));
+    ok("udp", extra).relays("the new listener relays", &sd, backend).await;
+
+    // Live: a new password; the old one is refused.
+    rewrite(&dir, "gatewayclass.yaml", &gatewayclass_yaml(&Auth::Static { user: "user-1", password: "pass-2" }));
+    ok("udp", udp).refused("the old password", &sd, backend, ALLOCATE).await;
+    let new = |t, port| Probe::new(t, port).user("user-1", "pass-2");
+    new("udp", udp).relays("the new password", &sd, backend).await;
+    new("tcp", tcp).relays("the new password over TCP", &sd, backend).await;
+
+    // Live: the route is removed; the backend is no longer reachable.
+    std::fs::remove_file(dir.join("route.yaml")).unwrap();
+    new("udp", udp).refused("relay after the route is gone", &sd, backend, PERMISSION).await;
+    new("udp", extra).refused("relay after the route is gone", &sd, backend, PERMISSION).await;
+
+    // All of it without a restart, and without a configuration stunnerd rejected.
+    sd.assert_running();
+    assert_eq!(sd.child.id(), pid);
+    assert_eq!(count(&sd.log, "Could not reconcile"), 0, "{}", tail(&sd.log));
+    assert_eq!(count(&sd.log, "Starting stunnerd"), 1);
+
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn stunnerd_accepts_ephemeral_turn_rest_credentials() {
+    let _one = STUNNERD.lock().await;
+    let ports = free_ports(2);
+    let (udp, tcp) = (ports[0], ports[1]);
+    let auth = Auth::Ephemeral { secret: "my-shared-secret" };
+    let dir = manifests("ephemeral", &auth, &[("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp)], None);
+    let backend = echo_backend().await;
+
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+
+    let good = |t, port| Probe::new(t, port).secret("my-shared-secret");
+    let v = good("udp", udp).relays("ephemeral credentials over UDP", &sd, backend).await;
+    assert!(v.received > 0);
+    good("tcp", tcp).relays("ephemeral credentials over TCP", &sd, backend).await;
+    Probe::new("udp", udp).secret("another-secret").refused("a wrong secret", &sd, backend, ALLOCATE).await;
+    good("udp", udp).arg("--ttl=-1h").refused("an expired username", &sd, backend, ALLOCATE).await;
+    assert!(count(&sd.log, "expired time-windowed username") > 0, "{}", tail(&sd.log));
+
+    // Rotating the secret live.
+    rewrite(&dir, "gatewayclass.yaml", &gatewayclass_yaml(&Auth::Ephemeral { secret: "rotated" }));
+    good("udp", udp).refused("the old secret", &sd, backend, ALLOCATE).await;
+    Probe::new("udp", udp).secret("rotated").relays("the rotated secret", &sd, backend).await;
+
+    sd.assert_running();
+    assert_eq!(count(&sd.log, "Could not reconcile"), 0, "{}", tail(&sd.log));
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn restarting_the_daemon_keeps_stunnerd_listeners_up() {
+    let _one = STUNNERD.lock().await;
+    let ports = free_ports(2);
+    let (udp, tcp) = (ports[0], ports[1]);
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("restart", &auth, &[("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp)], None);
+    let backend = echo_backend().await;
+    let probe = Probe::new("udp", udp).user("user-1", "pass-1");
+    let tcp_probe = Probe::new("tcp", tcp).user("user-1", "pass-1");
+
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let cds = daemon.addr.clone();
+    let mut sd = Stunnerd::start(&cds).await;
+    sd.wait_ready().await;
+    const CONNECTED: &str = "connection successfully opened to config discovery server";
+    sd.wait_for_log(CONNECTED, 1).await;
+    probe.relays("before the restart", &sd, backend).await;
+    const APPLIED: &str = "New configuration available";
+    let applied_before = count(&sd.log, APPLIED);
+
+    // The daemon dies (SIGKILL: no goodbye); stunnerd keeps serving while it retries (the
+    // upstream client logs every failed attempt, one a second).
+    daemon.kill().await;
+    sd.wait_for_log("failed to init CDS watcher", 2).await;
+    probe.relays("while the CDS is down", &sd, backend).await;
+    tcp_probe.relays("while the CDS is down, TCP", &sd, backend).await;
+    assert_eq!(health("/ready").await.map(|r| r.0), Some(200), "ready while the CDS is down");
+
+    // Started again on the same CDS port: stunnerd reconnects and its listeners stay.
+    let daemon = Daemon::start(&dir, &cds).await;
+    assert_eq!(daemon.addr, cds);
+    sd.wait_for_log(CONNECTED, 2).await;
+    // The restarted daemon serves the config again on the new watch...
+    sd.wait_for_log(APPLIED, applied_before + 1).await;
+    // ...and a (wrong) empty or partial one after it would come soon: give it time.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    probe.relays("after the restart", &sd, backend).await;
+    tcp_probe.relays("after the restart, TCP", &sd, backend).await;
+    assert_eq!(health("/ready").await.map(|r| r.0), Some(200), "still ready");
+
+    // Whatever the restarted daemon pushed, stunnerd applied only configs with both listeners
+    // and never deleted a listener, cluster or anything else.
+    let log = sd.log.lock().unwrap().clone();
+    let applied: Vec<&String> = log.iter().filter(|l| l.contains(APPLIED)).collect();
+    for line in &applied[1..] {
+        // [0] is the bootstrap zero config stunnerd applies to itself before any CDS contact
+        assert!(
+            line.contains("stunner/udp-gateway/udp-listener") && line.contains("stunner/udp-gateway/tcp-listener"),
+            "stunnerd applied a config without our listeners: {line}"
+        );
+    }
+    for line in log.iter().filter(|l| l.contains("Reconciliation ready:")) {
+        assert!(line.contains("deleted objects: 0"), "{line}");
+    }
+    assert_eq!(count(&sd.log, "Could not reconcile"), 0, "{}", tail(&sd.log));
+    sd.assert_running();
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
