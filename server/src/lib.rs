@@ -1,7 +1,9 @@
 pub mod admin;
 pub mod cds;
 pub mod cli;
+pub mod cluster;
 pub mod metrics;
+pub mod pprof;
 pub mod reconcile;
 pub mod source;
 pub mod status;

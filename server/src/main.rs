@@ -8,7 +8,9 @@ use stunner_gateway::render::{DataplaneMode, RenderSettings};
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSettings};
 use stunner_gateway_operator::cli::{self, Args};
+use stunner_gateway_operator::cluster::{self, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
+use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::{Outputs, Reconciler};
 use stunner_gateway_operator::source::{files::FileSource, run};
 use stunner_gateway_operator::status::StatusBoard;
@@ -29,15 +31,17 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
-    let Some(dir) = args.standalone.clone() else {
-        return Err("cluster mode is not available yet: run with --standalone DIR".into());
+    let operator_metrics = OperatorMetrics::default();
+    // The source first: an unreadable directory or an unreachable API server is a start-up error.
+    let mode = match &args.standalone {
+        Some(dir) => Mode::Standalone(
+            FileSource::new(dir).map_err(|e| format!("cannot read --standalone directory {}: {e}", dir.display()))?,
+        ),
+        None => Mode::Cluster(cluster::connect().await?, Writer::new(operator_metrics.clone())),
     };
-    let source =
-        FileSource::new(&dir).map_err(|e| format!("cannot read --standalone directory {}: {e}", dir.display()))?;
     let shutdown = CancellationToken::new();
     let readiness = Readiness::default();
     let cds_metrics = CdsMetrics::default();
-    let operator_metrics = OperatorMetrics::default();
     let mut registry = Registry::default();
     cds_metrics.register(&mut registry);
     operator_metrics.register(&mut registry);
@@ -51,6 +55,11 @@ async fn run(args: Args) -> Result<(), String> {
     if let Some(addr) = args.metrics_bind_address.0 {
         let l = bind(addr, "--metrics-bind-address").await?;
         tasks.spawn(admin::serve_router(l, admin::metrics_router(registry.clone()), shutdown.clone()));
+    }
+    if let Some(addr) = args.pprof_bind_address.0 {
+        pprof::check_exposure(addr);
+        let l = bind(addr, "--pprof-bind-address").await?;
+        tasks.spawn(admin::serve_router(l, pprof::router(), shutdown.clone()));
     }
     if let Some(addr) = args.health_probe_bind_address.0 {
         let l = bind(addr, "--health-probe-bind-address").await?;
@@ -74,11 +83,32 @@ async fn run(args: Args) -> Result<(), String> {
         statuses: statuses.clone(),
         metrics: operator_metrics,
         readiness: readiness.clone(),
-        apply_owned_to_index: true,
+        // In a cluster the watchers see the written objects come back.
+        apply_owned_to_index: matches!(mode, Mode::Standalone(_)),
+        writer: match &mode {
+            Mode::Cluster(_, writer) => Some(writer.clone()),
+            Mode::Standalone(_) => None,
+        },
     };
     tasks.spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
-    tracing::info!(dir = %dir.display(), "standalone mode: reading manifests");
-    let follow = tokio::spawn(run::follow(source, tx, shutdown.clone()));
+    let follow = match mode {
+        Mode::Standalone(source) => {
+            tracing::info!(dir = %source.dir().display(), "standalone mode: reading manifests");
+            tokio::spawn(run::follow(source, tx, shutdown.clone()))
+        }
+        Mode::Cluster(client, writer) => {
+            let settings = cluster::Settings {
+                endpoints: args.disable_endpointslice_controller,
+                leader_elect: args.leader_elect,
+                namespace: std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "stunner-system".into()),
+            };
+            let mut watchers = cluster::start(client, settings, tx, writer, shutdown.clone()).await?;
+            tokio::spawn(async move {
+                while watchers.join_next().await.is_some() {}
+                Ok(())
+            })
+        }
+    };
 
     // Nothing is served before the first complete render.
     tokio::select! {
@@ -105,6 +135,13 @@ async fn run(args: Args) -> Result<(), String> {
     shutdown.cancel();
     while tasks.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Where the operator's view of the world comes from.
+enum Mode {
+    Standalone(FileSource),
+    /// The API server, and the writer the render loop queues for it.
+    Cluster(kube::Client, Writer),
 }
 
 async fn bind(addr: std::net::SocketAddr, flag: &str) -> Result<tokio::net::TcpListener, String> {

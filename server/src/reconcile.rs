@@ -9,6 +9,7 @@
 
 use crate::admin::Readiness;
 use crate::cds::ConfigStore;
+use crate::cluster::writer::Writer;
 use crate::metrics::{OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
 use crate::source::Change;
 use crate::status::StatusBoard;
@@ -38,6 +39,8 @@ pub struct Outputs {
     /// takes them directly, as if written and watched back (the renderer reads the
     /// Gateway's Service for its public address).
     pub apply_owned_to_index: bool,
+    /// Cluster mode: where owned objects and statuses are queued for the API server.
+    pub writer: Option<Writer>,
 }
 
 /// Renders caused by the operator's own objects coming back, per window: they settle in one
@@ -176,6 +179,9 @@ impl Reconciler {
     }
 
     fn publish(&self, output: RenderOutput) {
+        if let Some(writer) = &self.outputs.writer {
+            writer.submit(&output, &self.index);
+        }
         let store = &self.outputs.store;
         for (key, gw) in output.gateways {
             match gw.config {

@@ -166,6 +166,51 @@ async fn statuses_are_logged_and_served() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The workspace's `stunnerctl`, built next to the daemon by `cargo test --workspace`.
+fn stunnerctl() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_stunner-gateway-operator")).with_file_name("stunnerctl");
+    assert!(bin.exists(), "{} is missing: run the tests with --workspace (scripts/test does)", bin.display());
+    bin
+}
+
+#[tokio::test]
+async fn stunnerctl_shows_the_rendered_config_and_follows_edits() {
+    let dir = temp_copy_of_quickstart("stunnerctl");
+    let d = Daemon::start(&dir).await;
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(stunnerctl());
+        cmd.args(["--cds-server-address", &d.addr]).args(args);
+        cmd
+    };
+    let out = run(&["config", "-a"]).output().await.unwrap();
+    assert!(out.status.success());
+    let summary = String::from_utf8(out.stdout).unwrap();
+    assert!(summary.contains("Gateway: stunner/udp-gateway"), "{summary}");
+    assert!(summary.contains("username/password: user-1/pass-1"), "{summary}");
+    assert!(summary.contains("Public address:port: 127.0.0.1:3478"), "{summary}");
+
+    // A watch sees an edit of the manifests.
+    let mut watch = run(&["config", "-n", "stunner", "udp-gateway", "-w", "-o", "json"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut next = async || {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.unwrap().unwrap().unwrap();
+        serde_json::from_str::<StunnerConfig>(&line).unwrap()
+    };
+    assert_eq!(next().await.auth.credentials["password"], "pass-1");
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("pass-1", "pass-3")).unwrap();
+    assert_eq!(next().await.auth.credentials["password"], "pass-3");
+
+    let out = run(&["status", "-n", "stunner", "udp-gateway"]).output().await.unwrap();
+    let status = String::from_utf8(out.stdout).unwrap();
+    assert!(status.contains("Programmed=True"), "{status}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[tokio::test]
 async fn a_missing_directory_is_a_clear_start_up_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))

@@ -1,0 +1,67 @@
+//! Cluster mode: the operator against a Kubernetes API server. Watchers feed the index
+//! ([`source`], translating events with [`translate`]); the [`writer`] applies the rendered
+//! [`ops`] when this replica leads ([`lease`]), skipping what the watchers show in place
+//! already ([`live`]).
+
+pub mod lease;
+pub mod live;
+pub mod ops;
+pub mod source;
+pub mod translate;
+pub mod writer;
+
+use crate::reconcile::Input;
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// How to run against the cluster.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Watch Endpoints instead of EndpointSlices.
+    pub endpoints: bool,
+    /// Elect a leader; without, this replica always writes.
+    pub leader_elect: bool,
+    /// Where the leader election Lease lives: the operator's namespace.
+    pub namespace: String,
+}
+
+/// Connects to the API server (KUBECONFIG, else the in-cluster service account) and checks
+/// that it answers, so that a wrong configuration fails at start and not in a retry loop.
+pub async fn connect() -> Result<Client, String> {
+    let client = Client::try_default().await.map_err(|e| format!("cannot configure the Kubernetes client: {e}"))?;
+    let version =
+        client.apiserver_version().await.map_err(|e| format!("cannot reach the Kubernetes API server: {e}"))?;
+    tracing::info!(version = %version.git_version, "connected to the Kubernetes API server");
+    Ok(client)
+}
+
+/// Starts the watchers feeding `tx`, the leader election if asked for, and `writer`'s task.
+pub async fn start(
+    client: Client,
+    settings: Settings,
+    tx: mpsc::Sender<Input>,
+    writer: writer::Writer,
+    shutdown: CancellationToken,
+) -> Result<JoinSet<()>, String> {
+    let gateway_udp_routes = source::serves_gateway_udp_routes(&client)
+        .await
+        .map_err(|e| format!("cannot discover gateway.networking.k8s.io/v1alpha2: {e}"))?;
+    if !gateway_udp_routes {
+        tracing::info!("the API server serves no gateway.networking.k8s.io/v1alpha2 UDPRoutes: not watching them");
+    }
+    let options = source::SourceOptions { endpoints: settings.endpoints, gateway_udp_routes };
+    let mut tasks = source::spawn(&client, options, tx, writer.clone(), shutdown.clone());
+    let (leader, leading) = watch::channel(!settings.leader_elect);
+    if settings.leader_elect {
+        let identity = lease::identity();
+        tracing::info!(%identity, namespace = %settings.namespace, lease = lease::LEASE_NAME, "leader election");
+        let timings = lease::Timings::default();
+        let store = lease::KubeLeaseStore::new(client.clone(), &settings.namespace);
+        let candidate = lease::Candidate::new(identity, timings);
+        tasks.spawn(lease::run(store, candidate, timings.retry_period, leader, shutdown.clone()));
+    }
+    tasks.spawn(writer.run(writer::KubeSink::new(client), leading, shutdown));
+    Ok(tasks)
+}

@@ -1,0 +1,183 @@
+//! The cluster source: one kube-runtime watcher per kind the index holds, each feeding the
+//! render loop through its [`Tracker`], and `Input::Synced` once every watcher has completed
+//! its first list (design.md §4.4: nothing is served from half a cluster).
+//!
+//! Watch errors (a lost connection, a missing CRD, RBAC) are logged and retried with
+//! kube-runtime's default backoff; they never end the process. Until a kind's first list
+//! succeeds the operator stays unsynced and serves nothing, which is the point.
+
+use super::translate::Tracker;
+use super::writer::Writer;
+use crate::reconcile::Input;
+use futures_util::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use stunner_gateway::index::{Kind, Resource};
+use stunner_gateway::keys::{OWNED_BY_LABEL, OWNED_BY_VALUE};
+use stunner_gateway::resources::{
+    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, StaticService, UdpRoute,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Which optional watches to run.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceOptions {
+    /// Watch Endpoints instead of EndpointSlices (`--disable-endpontslice-controller`).
+    pub endpoints: bool,
+    /// Watch Gateway API v1alpha2 UDPRoutes (the API server serves them).
+    pub gateway_udp_routes: bool,
+}
+
+/// Whether the API server serves Gateway API v1alpha2 `udproutes`. A group version that is
+/// not installed answers 404: that is a "no", while other failures are errors.
+pub async fn serves_gateway_udp_routes(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources("gateway.networking.k8s.io/v1alpha2").await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "udproutes")),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Starts the watchers; they run until `shutdown`. `writer` learns of every change to the
+/// objects it writes before the render loop does.
+pub fn spawn(
+    client: &Client,
+    options: SourceOptions,
+    tx: mpsc::Sender<Input>,
+    writer: Writer,
+    shutdown: CancellationToken,
+) -> JoinSet<()> {
+    let all = watcher::Config::default();
+    // The managed dataplanes only: every other Deployment is none of the operator's business.
+    let owned = watcher::Config::default().labels(&format!("{OWNED_BY_LABEL}={OWNED_BY_VALUE}"));
+    // Helm keeps every release in a Secret, often the largest objects of a cluster; no
+    // Gateway or GatewayConfig can sensibly refer to one.
+    let secrets = watcher::Config::default().fields("type!=helm.sh/release.v1");
+    let mut w = Watchers { client: client.clone(), tx, writer, shutdown, tasks: JoinSet::new(), kinds: Vec::new() };
+    w.add::<GatewayClass>(Kind::GatewayClass, all.clone());
+    w.add::<Gateway>(Kind::Gateway, all.clone());
+    w.add::<GatewayConfig>(Kind::GatewayConfig, all.clone());
+    w.add::<Dataplane>(Kind::Dataplane, all.clone());
+    w.add::<UdpRoute>(Kind::UdpRoute, all.clone());
+    if options.gateway_udp_routes {
+        w.add::<GatewayUdpRoute>(Kind::GatewayUdpRoute, all.clone());
+    }
+    w.add::<StaticService>(Kind::StaticService, all.clone());
+    w.add::<k8s_openapi::api::core::v1::Service>(Kind::Service, all.clone());
+    if options.endpoints {
+        w.add::<k8s_openapi::api::core::v1::Endpoints>(Kind::Endpoints, all.clone());
+    } else {
+        w.add::<k8s_openapi::api::discovery::v1::EndpointSlice>(Kind::EndpointSlice, all.clone());
+    }
+    w.add::<k8s_openapi::api::core::v1::Secret>(Kind::Secret, secrets);
+    w.add::<k8s_openapi::api::core::v1::Node>(Kind::Node, all.clone());
+    w.add::<k8s_openapi::api::core::v1::Namespace>(Kind::Namespace, all);
+    w.add::<k8s_openapi::api::apps::v1::Deployment>(Kind::Deployment, owned);
+    w.start()
+}
+
+/// Collects the watches to run, so the sync barrier knows how many to wait for.
+struct Watchers {
+    client: Client,
+    tx: mpsc::Sender<Input>,
+    writer: Writer,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+    kinds: Vec<Box<dyn FnOnce(Barrier) -> futures_util::future::BoxFuture<'static, ()> + Send>>,
+}
+
+impl Watchers {
+    fn add<K>(&mut self, kind: Kind, config: watcher::Config)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static + Into<Resource>,
+    {
+        let api = Api::<K>::all(self.client.clone());
+        let feed = Feed { tx: self.tx.clone(), writer: self.writer.clone(), shutdown: self.shutdown.clone() };
+        self.kinds.push(Box::new(move |barrier| Box::pin(follow(api, config, kind, feed, barrier))));
+    }
+
+    fn start(mut self) -> JoinSet<()> {
+        let barrier = Barrier { remaining: Arc::new(AtomicUsize::new(self.kinds.len())), tx: self.tx };
+        for run in self.kinds {
+            self.tasks.spawn(run(barrier.clone()));
+        }
+        self.tasks
+    }
+}
+
+/// Sends `Input::Synced` when the last watcher completes its first list. Each watcher sends
+/// its changes before it arrives here, so the render loop has every kind when it syncs.
+#[derive(Clone)]
+struct Barrier {
+    remaining: Arc<AtomicUsize>,
+    tx: mpsc::Sender<Input>,
+}
+
+impl Barrier {
+    async fn arrive(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            tracing::info!("initial sync of every watched kind complete");
+            let _ = self.tx.send(Input::Synced).await;
+        }
+    }
+}
+
+/// Where one watcher's changes go.
+struct Feed {
+    tx: mpsc::Sender<Input>,
+    writer: Writer,
+    shutdown: CancellationToken,
+}
+
+async fn follow<K>(api: Api<K>, config: watcher::Config, kind: Kind, feed: Feed, barrier: Barrier)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static + Into<Resource>,
+{
+    let mut tracker = Tracker::new(kind);
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    loop {
+        let event = tokio::select! {
+            _ = feed.shutdown.cancelled() => return,
+            event = events.next() => event,
+        };
+        match event {
+            None => return,
+            Some(Err(e)) => tracing::warn!(?kind, error = %e, "watch failed; retrying"),
+            Some(Ok(event)) => {
+                let step = tracker.handle(event);
+                if !step.changes.is_empty() {
+                    feed.writer.observe(&step.changes);
+                    if feed.tx.send(Input::Changes(step.changes)).await.is_err() {
+                        return;
+                    }
+                }
+                if step.first_sync {
+                    tracing::debug!(?kind, "initial list complete");
+                    barrier.arrive().await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn synced_is_sent_once_the_last_watcher_has_listed() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let barrier = Barrier { remaining: Arc::new(AtomicUsize::new(2)), tx };
+        barrier.arrive().await;
+        assert!(rx.try_recv().is_err(), "one watcher still listing");
+        barrier.clone().arrive().await;
+        assert!(matches!(rx.try_recv(), Ok(Input::Synced)));
+        assert!(rx.try_recv().is_err());
+    }
+}

@@ -1,0 +1,431 @@
+//! The writer: applies rendered owned objects and statuses to the API server, off the render
+//! loop. The render loop only queues ([`Writer::submit`]); one task drains the queue, so a
+//! slow or unreachable API server delays writes but never rendering or the CDS.
+//!
+//! Owned objects and statuses are written with server-side apply under one field manager,
+//! forced: the rendered object is the operator's whole desired state, and SSA needs no read
+//! before the write and no resourceVersion, so there is no conflict loop and no lens code.
+//! For statuses this replaces the whole status, as upstream's `Status().Update` does.
+//! Only the leader writes; a replica that is not leading keeps queueing (latest wins per
+//! object) and writes what is still pending when it becomes the leader.
+
+use super::ops::{Op, Queue, Scope, Target, WriteKind, ops_of};
+use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
+use crate::source::Change;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use stunner_gateway::index::{Index, ObjRef};
+use stunner_gateway::render::RenderOutput;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The field manager of every write, as `kubectl get --show-managed-fields` shows it.
+pub const FIELD_MANAGER: &str = "stunner-gateway-operator";
+
+/// Attempts per write before it is left for the next round.
+const ATTEMPTS: u32 = 4;
+/// The first retry delay; doubled for each further attempt.
+const FIRST_RETRY: Duration = Duration::from_millis(200);
+/// How long failed writes wait for their next round when nothing else wakes the writer.
+const RESYNC: Duration = Duration::from_secs(10);
+
+/// Why a write failed, and whether trying again may help.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct WriteError {
+    pub transient: bool,
+    pub message: String,
+}
+
+/// Where writes go: the API server, or a recorder in tests.
+pub trait Sink: Send + Sync + 'static {
+    /// Writes `op`; returns the object's resourceVersion after it (`None` once deleted).
+    fn write(&self, target: &Target, op: &Op) -> impl Future<Output = Result<Option<String>, WriteError>> + Send;
+}
+
+/// The render loop's handle on the writer.
+#[derive(Clone)]
+pub struct Writer {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Notify,
+    metrics: OperatorMetrics,
+}
+
+impl Writer {
+    pub fn new(metrics: OperatorMetrics) -> Self {
+        Writer { shared: Arc::new(Shared { queue: Mutex::default(), wake: Notify::new(), metrics }) }
+    }
+
+    /// Queues the writes `output` asks for, unless `index` (what the watchers saw) shows them
+    /// in place already; never blocks on the API server.
+    pub fn submit(&self, output: &RenderOutput, index: &Index) {
+        let mut queued = false;
+        {
+            let mut queue = self.lock();
+            for (target, op) in ops_of(output) {
+                let labels = labels(&target, "suppressed");
+                let live = |t: &Target| index.get(&ObjRef::new(t.kind.watched()?, t.key.clone()));
+                if queue.submit(target, op, live) {
+                    queued = true;
+                } else {
+                    self.count(labels);
+                }
+            }
+        }
+        if queued {
+            // Only a waiting writer needs waking: one that is not waiting takes the queue next.
+            self.shared.wake.notify_waiters();
+        }
+    }
+
+    /// Tells the writer what the watchers saw of objects it may have written (see
+    /// [`Queue::observed`]). Call it before the render loop gets the same changes.
+    pub fn observe(&self, changes: &[Change]) {
+        let mut queue = self.lock();
+        for change in changes {
+            let (kind, key, live) = match change {
+                Change::Apply(r) => (r.kind(), r.key(), Some(&**r)),
+                Change::Delete(r) => (r.kind, r.key.clone(), None),
+            };
+            if let Some(kind) = WriteKind::of(kind) {
+                queue.observed(kind, &key, live);
+            }
+        }
+    }
+
+    fn count(&self, labels: ResourceOperationLabels) {
+        self.shared.metrics.resource_operations.get_or_create(&labels).inc();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.shared.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drains the queue into `sink` while `leader` is true, until `shutdown`.
+    pub async fn run(self, sink: impl Sink, mut leader: watch::Receiver<bool>, shutdown: CancellationToken) {
+        let mut retry_at: Option<Instant> = None;
+        // A closed channel means leadership is fixed (no election): keep its last value.
+        let mut decided = false;
+        loop {
+            // Armed before the queue is taken: whatever is submitted from here on wakes us.
+            let wake = self.shared.wake.notified();
+            tokio::pin!(wake);
+            wake.as_mut().enable();
+            let leading = *leader.borrow_and_update();
+            if leading && (retry_at.is_none_or(|t| t <= Instant::now())) {
+                retry_at = self.write_pending(&sink, &leader).await.then(|| Instant::now() + RESYNC);
+            }
+            let resync = async {
+                match retry_at {
+                    Some(t) if leading => tokio::time::sleep_until(t).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = wake => retry_at = None,
+                changed = leader.changed(), if !decided => decided = changed.is_err(),
+                _ = resync => retry_at = None,
+            }
+        }
+    }
+
+    /// Writes everything queued; returns whether some write failed.
+    async fn write_pending(&self, sink: &impl Sink, leader: &watch::Receiver<bool>) -> bool {
+        let batch = self.lock().take();
+        if batch.is_empty() {
+            return false;
+        }
+        let started = Instant::now();
+        let mut failed = false;
+        for (target, op) in batch {
+            if !*leader.borrow() {
+                self.lock().failed(target, op); // no longer ours to write: keep it for later
+                continue;
+            }
+            match self.write(sink, &target, &op).await {
+                Ok(version) => self.lock().written(target, &op, version),
+                Err(e) => {
+                    let (kind, scope) = (target.kind.name(), target.scope.name());
+                    failed = true;
+                    if e.transient {
+                        tracing::warn!(kind, object = %target.key, scope, error = %e, "write failed; will retry");
+                        self.lock().failed(target, op);
+                    } else {
+                        // As upstream: logged and dropped (e.g. the status of an object deleted
+                        // meanwhile); the next render that changes it tries again.
+                        tracing::warn!(kind, object = %target.key, scope, error = %e, "write failed");
+                    }
+                }
+            }
+        }
+        let m = &self.shared.metrics;
+        let result = if failed { UpdateResult::error } else { UpdateResult::success };
+        m.update.get_or_create(&UpdateLabels { result }).inc();
+        if failed {
+            m.update_errors.inc();
+        }
+        m.update_time.observe(started.elapsed().as_secs_f64());
+        m.updater_loop_last_active.set(unix_now());
+        failed
+    }
+
+    /// One write with bounded retries of transient errors.
+    async fn write(&self, sink: &impl Sink, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
+        let mut delay = FIRST_RETRY;
+        for attempt in 1..=ATTEMPTS {
+            self.count(labels(target, "attempt"));
+            match sink.write(target, op).await {
+                Ok(version) => {
+                    self.count(labels(target, done(target, op)));
+                    return Ok(version);
+                }
+                Err(e) if e.transient && attempt < ATTEMPTS => {
+                    tracing::debug!(kind = target.kind.name(), object = %target.key, error = %e, "retrying write");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Err(e) => {
+                    self.count(labels(target, "error"));
+                    return Err(e);
+                }
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+}
+
+fn done(target: &Target, op: &Op) -> &'static str {
+    match (target.scope, op) {
+        (_, Op::Delete) => "deleted",
+        (Scope::Spec, Op::Apply(_)) => "updated",
+        (Scope::Status, Op::Apply(_)) => "updatedStatus",
+    }
+}
+
+fn labels(target: &Target, operation: &str) -> ResourceOperationLabels {
+    ResourceOperationLabels {
+        scope: target.scope.name().into(),
+        kind: target.kind.name().into(),
+        operation: operation.into(),
+    }
+}
+
+/// The API server.
+pub struct KubeSink {
+    client: kube::Client,
+}
+
+impl KubeSink {
+    pub fn new(client: kube::Client) -> Self {
+        KubeSink { client }
+    }
+
+    fn api(&self, target: &Target) -> Api<DynamicObject> {
+        let (group, version, kind, plural, namespaced) = target.kind.api();
+        let resource = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: target.kind.api_version(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        if namespaced {
+            Api::namespaced_with(self.client.clone(), &target.key.namespace, &resource)
+        } else {
+            Api::all_with(self.client.clone(), &resource)
+        }
+    }
+}
+
+impl Sink for KubeSink {
+    async fn write(&self, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
+        let api = self.api(target);
+        let name = target.key.name.as_str();
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        let result = match (op, target.scope) {
+            (Op::Apply(body), Scope::Spec) => api.patch(name, &apply, &Patch::Apply(body)).await.map(version),
+            (Op::Apply(body), Scope::Status) => api.patch_status(name, &apply, &Patch::Apply(body)).await.map(version),
+            (Op::Delete, _) => match api.delete(name, &DeleteParams::background()).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+                other => other.map(|_| None),
+            },
+        };
+        result.map_err(|e| WriteError { transient: is_transient(&e), message: e.to_string() })
+    }
+}
+
+fn version(obj: DynamicObject) -> Option<String> {
+    obj.metadata.resource_version
+}
+
+/// Conflicts, throttling, server errors and transport failures may pass on a retry; other
+/// answers of the API server (invalid, forbidden, not found) will not.
+fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 409 || s.code == 429 || s.code >= 500,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use stunner_gateway::index::ObjectKey;
+    use stunner_gateway::render::{GatewayOutput, Owned};
+
+    /// Records writes; fails the first `failures` of them, transiently unless `permanent`.
+    #[derive(Clone, Default)]
+    struct Recorder {
+        writes: Arc<Mutex<Vec<(Target, Op)>>>,
+        failures: Arc<Mutex<u32>>,
+        permanent: bool,
+    }
+
+    impl Sink for Recorder {
+        async fn write(&self, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
+            let mut failures = self.failures.lock().unwrap();
+            if *failures > 0 {
+                *failures -= 1;
+                return Err(WriteError { transient: !self.permanent, message: "failed".into() });
+            }
+            let mut writes = self.writes.lock().unwrap();
+            writes.push((target.clone(), op.clone()));
+            Ok(Some(writes.len().to_string()))
+        }
+    }
+
+    impl Recorder {
+        fn services(&self) -> Vec<String> {
+            let writes = self.writes.lock().unwrap();
+            writes
+                .iter()
+                .filter(|(t, _)| t.kind == WriteKind::Service)
+                .map(|(_, op)| match op {
+                    Op::Apply(v) => v["metadata"]["labels"]["v"].as_str().unwrap_or("").to_string(),
+                    Op::Delete => "delete".into(),
+                })
+                .collect()
+        }
+    }
+
+    fn output(version: &str) -> RenderOutput {
+        let svc = Service {
+            metadata: ObjectMeta {
+                name: Some("gw".into()),
+                namespace: Some("ns".into()),
+                labels: Some([("v".to_string(), version.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut out = RenderOutput::default();
+        out.gateways.insert(
+            ObjectKey::new("ns", "gw"),
+            GatewayOutput {
+                config: Owned::Keep,
+                status: None,
+                service: Owned::Apply(svc),
+                deployment: Owned::Keep,
+                delete_daemon_set: false,
+            },
+        );
+        out
+    }
+
+    /// Lets the writer task run until it waits again.
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_coalesce_and_unchanged_content_is_not_written() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Recorder::default();
+        let (leader, leading) = watch::channel(true);
+        writer.submit(&output("1"), &Index::new());
+        writer.submit(&output("2"), &Index::new());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        settle().await;
+        assert_eq!(sink.services(), ["2"], "latest wins");
+        writer.submit(&output("2"), &Index::new());
+        settle().await;
+        assert_eq!(sink.services(), ["2"], "unchanged: not written");
+        writer.submit(&output("3"), &Index::new());
+        settle().await;
+        assert_eq!(sink.services(), ["2", "3"]);
+        let suppressed =
+            ResourceOperationLabels { scope: "spec".into(), kind: "Service".into(), operation: "suppressed".into() };
+        assert_eq!(writer.shared.metrics.resource_operations.get_or_create(&suppressed).get(), 1);
+        drop(leader); // no election: the writer keeps writing
+        writer.submit(&output("4"), &Index::new());
+        settle().await;
+        assert_eq!(sink.services(), ["2", "3", "4"]);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_leader_writes_and_a_new_leader_writes_what_is_pending() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Recorder::default();
+        let (leader, leading) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        writer.submit(&output("1"), &Index::new());
+        writer.submit(&output("2"), &Index::new());
+        settle().await;
+        assert!(sink.services().is_empty(), "not the leader");
+        leader.send_replace(true);
+        settle().await;
+        assert_eq!(sink.services(), ["2"]);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn transient_errors_are_retried() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Recorder { failures: Arc::new(Mutex::new(ATTEMPTS + 1)), ..Default::default() };
+        let (_leader, leading) = watch::channel(true);
+        let shutdown = CancellationToken::new();
+        writer.submit(&output("1"), &Index::new());
+        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        // The first round gives up after ATTEMPTS; the next round, a resync later, succeeds.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(sink.services().is_empty());
+        tokio::time::sleep(RESYNC).await;
+        assert_eq!(sink.services(), ["1"]);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn permanent_errors_are_dropped_until_the_content_changes() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Recorder { failures: Arc::new(Mutex::new(1)), permanent: true, ..Default::default() };
+        let (_leader, leading) = watch::channel(true);
+        let shutdown = CancellationToken::new();
+        writer.submit(&output("1"), &Index::new());
+        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        tokio::time::sleep(RESYNC * 3).await;
+        assert!(sink.services().is_empty(), "not retried");
+        writer.submit(&output("2"), &Index::new());
+        settle().await;
+        assert_eq!(sink.services(), ["2"]);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+}
