@@ -1,4 +1,5 @@
-//! Render benchmarks (a plain harness: `cargo bench -p stunner-gateway --bench render`).
+//! Render benchmarks (a plain harness: `cargo bench -p stunner-gateway --bench render`; under
+//! `cargo test` it runs a small smoke version).
 //!
 //! - full render of N combos (Gateway + UDPRoute + Service + EndpointSlice each);
 //! - incremental: one EndpointSlice change among 5,000 Gateways renders only its Gateway.
@@ -71,7 +72,9 @@ fn measure(mut f: impl FnMut()) -> Duration {
 fn main() {
     let settings = RenderSettings::default();
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2024-01-01T00:00:00Z".parse().unwrap());
-    for n in [1, 8, 64, 512, 4096] {
+    let full = std::env::args().any(|a| a == "--bench");
+    let (sizes, many): (&[usize], usize) = if full { (&[1, 8, 64, 512, 1024, 4096], 5000) } else { (&[1, 8], 50) };
+    for &n in sizes {
         let index = index(n);
         let t = measure(|| drop(black_box(render_all(&index, &settings, &now))));
         println!(
@@ -80,15 +83,15 @@ fn main() {
             t.as_secs_f64() * 1e6 / n as f64
         );
     }
-    let mut index = index(5000);
+    let mut index = index(many);
     let mut octet = 1;
     let t = measure(|| {
         octet = octet % 250 + 2;
-        let dirty: Dirty = index.apply(slice(2500, octet));
+        let dirty: Dirty = index.apply(slice(many / 2, octet));
         assert_eq!(dirty.gateways.len(), 1, "one slice change must dirty one Gateway");
         let out = render(&index, &dirty, &settings, &now);
         assert_eq!(out.gateways.len(), 1);
         black_box(out);
     });
-    println!("incremental, 1 EndpointSlice among 5000 Gateways (apply + render): {:.1} µs", t.as_secs_f64() * 1e6);
+    println!("incremental, 1 EndpointSlice among {many} Gateways (apply + render): {:.1} µs", t.as_secs_f64() * 1e6);
 }
