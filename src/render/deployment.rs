@@ -139,7 +139,10 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
             ..Default::default()
         },
         spec: Some(DeploymentSpec {
-            replicas: spec.replicas,
+            // Requested only when the Dataplane asks for more than one (upstream enforces
+            // replicas only then): left out, the field is not ours under server-side apply, so
+            // an autoscaler or `kubectl scale` keeps control of it.
+            replicas: spec.replicas.filter(|&r| r != 1),
             selector: LabelSelector {
                 match_expressions: Some(vec![
                     requirement(APP_LABEL, APP_VALUE),

@@ -87,6 +87,26 @@ fn incremental_render_matches_full_render() {
     }
 }
 
+fn deployment_replicas(dataplane_replicas: &str) -> Option<i32> {
+    let text = BASE.replace(
+        "metadata: {name: default}\nspec: {}",
+        &format!("metadata: {{name: default}}\nspec: {{{dataplane_replicas}}}"),
+    );
+    let out = render_all(&index_of(&text), &RenderSettings::default(), &now());
+    match &out.gateways[&ObjectKey::new("ns", "gw")].deployment {
+        Owned::Apply(d) => d.spec.as_ref().unwrap().replicas,
+        other => panic!("no deployment: {other:?}"),
+    }
+}
+
+/// Replicas are requested only above one, so external scaling of a one-replica dataplane survives.
+#[test]
+fn deployment_replicas_are_requested_only_above_one() {
+    assert_eq!(deployment_replicas(""), None);
+    assert_eq!(deployment_replicas("replicas: 1"), None);
+    assert_eq!(deployment_replicas("replicas: 3"), Some(3));
+}
+
 /// Quirk 3, fixed: a Gateway whose class is gone still has its config withdrawn.
 #[test]
 fn configs_of_gateways_without_a_valid_class_are_deleted() {
