@@ -8,6 +8,9 @@
 //! reference harness), so its CPU time and RSS are measured alone. Protocol: the server
 //! prints `listening <addr>`, then for each stdin line holding a JSON array of configs it
 //! publishes them all and prints `ok`.
+//!
+//! With `CDS_BENCH_PIN=1` the server runs on core 0 and the watchers on core 1, so the
+//! server's figures are not mixed with its clients' work (Linux, `taskset` from util-linux).
 
 use futures_util::StreamExt;
 use std::io::{BufRead, BufReader, Write};
@@ -22,6 +25,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 fn main() {
     raise_fd_limit();
+    let pin = std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1");
+    if pin && std::env::var("CDS_BENCH_ROLE").is_err() {
+        pin_to_core(1);
+    }
     if std::env::var("CDS_BENCH_ROLE").as_deref() == Ok("server") {
         return run_server();
     }
@@ -211,14 +218,18 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn spawn() -> Self {
-        let mut cmd = match std::env::var("CDS_BENCH_SERVER") {
-            Ok(program) => Command::new(program),
-            Err(_) => {
-                let mut c = Command::new(std::env::current_exe().unwrap());
-                c.env("CDS_BENCH_ROLE", "server");
-                c
-            }
+        let program = match std::env::var("CDS_BENCH_SERVER") {
+            Ok(program) => program.into(),
+            Err(_) => std::env::current_exe().unwrap(),
         };
+        let mut cmd = if std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1") {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg("0").arg(program);
+            c
+        } else {
+            Command::new(program)
+        };
+        cmd.env("CDS_BENCH_ROLE", "server");
         let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("server process");
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -297,6 +308,15 @@ fn run_server() {
             out.flush().unwrap();
         }
     });
+}
+
+/// Runs this process on one core only.
+fn pin_to_core(core: usize) {
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
 }
 
 fn raise_fd_limit() {
