@@ -207,7 +207,10 @@ pub fn route(
         };
         let parent_ref = status_parent_ref(p);
         let mut conditions = vec![accepted, resolved];
-        let previous = old.iter().find(|o| o.controller_name == settings.controller_name && o.parent_ref == parent_ref);
+        // The API server stores parentRefs with group and kind defaulted: compare the same way.
+        let previous = old
+            .iter()
+            .find(|o| o.controller_name == settings.controller_name && status_parent_ref(&o.parent_ref) == parent_ref);
         keep_times(previous.map(|o| o.conditions.as_slice()).unwrap_or_default(), &mut conditions);
         parents.push(RouteParentStatus { parent_ref, controller_name: settings.controller_name.clone(), conditions });
     }

@@ -107,6 +107,28 @@ fn deployment_replicas_are_requested_only_above_one() {
     assert_eq!(deployment_replicas("replicas: 3"), Some(3));
 }
 
+/// A route status read back from the API server (parentRef group and kind defaulted) keeps its
+/// condition times, so an unchanged status is not rewritten after a restart.
+#[test]
+fn route_condition_times_survive_api_server_defaulting() {
+    let mut index = index_of(BASE);
+    let settings = RenderSettings::default();
+    index.apply(route("[{name: svc}]"));
+    let first = render_all(&index, &settings, &now());
+    let key = ObjRef::new(Kind::UdpRoute, ObjectKey::new("ns", "r"));
+    let mut stored = first.routes[&key].clone();
+    for parent in &mut stored.parents {
+        parent.parent_ref.group = Some("gateway.networking.k8s.io".into());
+        parent.parent_ref.kind = Some("Gateway".into());
+    }
+    let Some(Resource::UdpRoute(mut r)) = index.get(&key) else { panic!("route stored") };
+    r.status = Some(stored);
+    index.apply(Resource::UdpRoute(r));
+    let later = Time("2025-06-01T00:00:00Z".parse().unwrap());
+    let second = render_all(&index, &settings, &later);
+    assert_eq!(second.routes[&key].parents[0].conditions, first.routes[&key].parents[0].conditions);
+}
+
 /// Quirk 3, fixed: a Gateway whose class is gone still has its config withdrawn.
 #[test]
 fn configs_of_gateways_without_a_valid_class_are_deleted() {
