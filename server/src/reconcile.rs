@@ -187,7 +187,7 @@ impl Reconciler {
             match gw.config {
                 Owned::Apply(config) => {
                     if let Some(version) = store.upsert(config) {
-                        tracing::info!(gateway = %key, version, "config updated");
+                        tracing::info!(gateway = %key, %version, "config updated");
                     }
                 }
                 Owned::Delete => {

@@ -12,11 +12,13 @@ pub mod nodes;
 pub mod serve;
 pub mod session;
 pub mod store;
+pub mod version;
 pub mod watch;
 
 pub use metrics::CdsMetrics;
 pub use serve::{ServerSettings, serve};
 pub use store::{ConfigStore, Scope, Snapshot};
+pub use version::Version;
 
 #[cfg(test)]
 mod tests;

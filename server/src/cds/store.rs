@@ -7,6 +7,7 @@
 
 use super::metrics::CdsMetrics;
 use super::nodes::NodeAddresses;
+use super::version::Version;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,8 +22,8 @@ pub type Frame = axum::extract::ws::Utf8Bytes;
 #[derive(Debug)]
 pub struct Snapshot {
     pub id: ConfigId,
-    /// Grows with every change of any id in this store; never reused.
-    pub version: u64,
+    /// A digest of the content: equal on every replica that publishes the same config.
+    pub version: Version,
     /// What was published, served verbatim (listeners unvalidated, `$STUNNER_ADDR` literal).
     pub config: StunnerConfig,
     /// The wire form of `config`, encoded once.
@@ -37,7 +38,8 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    fn new(id: ConfigId, version: u64, config: StunnerConfig, deleted: bool) -> Self {
+    fn new(id: ConfigId, config: StunnerConfig, deleted: bool) -> Self {
+        let version = Version::of(&config);
         let json = Frame::from(config.to_json());
         let normalized = config.normalized().ok();
         Snapshot { id, version, config, json, deleted, normalized, patched: Mutex::default() }
@@ -98,14 +100,13 @@ struct Inner {
     configs: BTreeMap<ConfigId, Arc<Snapshot>>,
     /// Latest value per id that has single-id clients.
     topics: HashMap<ConfigId, watch::Sender<Option<Arc<Snapshot>>>>,
-    next_version: u64,
 }
 
 /// The store every transport serves from. Cheap to share: wrap it in an `Arc`.
 pub struct ConfigStore {
     inner: RwLock<Inner>,
-    /// Bumped on every change; list clients diff the store when it moves.
-    changes: watch::Sender<u64>,
+    /// Signalled on every change; list clients diff the store when it fires.
+    changes: watch::Sender<()>,
     license: RwLock<LicenseStatus>,
     pub(super) nodes: NodeAddresses,
     pub(super) metrics: CdsMetrics,
@@ -115,7 +116,7 @@ impl ConfigStore {
     pub fn new(metrics: CdsMetrics) -> Self {
         ConfigStore {
             inner: RwLock::default(),
-            changes: watch::Sender::new(0),
+            changes: watch::Sender::new(()),
             license: RwLock::default(),
             nodes: NodeAddresses::default(),
             metrics,
@@ -129,19 +130,18 @@ impl ConfigStore {
 
     /// Stores `config` under the id in its `admin.name`. Returns the new version, or `None`
     /// when nothing changed (equal after normalisation) or the name is not a `namespace/name`.
-    pub fn upsert(&self, config: StunnerConfig) -> Option<u64> {
+    pub fn upsert(&self, config: StunnerConfig) -> Option<Version> {
         let id = ConfigId::parse(&config.admin.name)?;
         let mut inner = self.inner.write().expect("store lock");
         if inner.configs.get(&id).is_some_and(|s| s.same_content(&config)) {
             return None;
         }
-        inner.next_version += 1;
-        let snapshot = Arc::new(Snapshot::new(id.clone(), inner.next_version, config, false));
+        let snapshot = Arc::new(Snapshot::new(id.clone(), config, false));
+        let version = snapshot.version;
         inner.configs.insert(id.clone(), snapshot.clone());
         Self::notify_topic(&mut inner, &id, snapshot);
-        let version = inner.next_version;
         drop(inner);
-        self.changes.send_replace(version);
+        self.changes.send_replace(());
         Some(version)
     }
 
@@ -151,12 +151,10 @@ impl ConfigStore {
         if inner.configs.remove(id).is_none() {
             return false;
         }
-        inner.next_version += 1;
-        let version = inner.next_version;
-        let zero = Arc::new(Snapshot::new(id.clone(), version, StunnerConfig::zero(&id.to_string()), true));
+        let zero = Arc::new(Snapshot::new(id.clone(), StunnerConfig::zero(&id.to_string()), true));
         Self::notify_topic(&mut inner, id, zero);
         drop(inner);
-        self.changes.send_replace(version);
+        self.changes.send_replace(());
         true
     }
 
@@ -232,7 +230,7 @@ impl ConfigStore {
     }
 
     /// A receiver that changes whenever any config changes.
-    pub(super) fn subscribe_changes(&self) -> watch::Receiver<u64> {
+    pub(super) fn subscribe_changes(&self) -> watch::Receiver<()> {
         self.changes.subscribe()
     }
 

@@ -4,6 +4,7 @@
 //! skips any version that was superseded before the client was ready for it.
 
 use super::store::{ConfigStore, Frame, Scope, Snapshot};
+use super::version::Version;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ enum Feed {
         last_sent: Option<Frame>,
     },
     /// Every config in a namespace, or all of them; never patched.
-    Many { scope: Scope, rx: watch::Receiver<u64>, sent: BTreeMap<ConfigId, u64> },
+    Many { scope: Scope, rx: watch::Receiver<()>, sent: BTreeMap<ConfigId, Version> },
 }
 
 impl Watch {
@@ -92,7 +93,7 @@ impl Watch {
 
 /// Frames that bring a list client from `sent` to `current`, updating `sent`: changed and new
 /// configs, then the zero config of each id that disappeared.
-fn diff(current: &[Arc<Snapshot>], sent: &mut BTreeMap<ConfigId, u64>) -> Vec<Frame> {
+fn diff(current: &[Arc<Snapshot>], sent: &mut BTreeMap<ConfigId, Version>) -> Vec<Frame> {
     let mut frames: Vec<Frame> = current
         .iter()
         .filter(|s| sent.insert(s.id.clone(), s.version) != Some(s.version))
