@@ -41,9 +41,20 @@ pub struct Args {
     pub config_discovery_address: SocketAddr,
 
     /// Host the dataplanes are told to reach the CDS at (the port comes from
-    /// --config-discovery-address). Unset: the address itself.
-    #[arg(long = "config-discovery-advertised-host", env = "STUNNER_GATEWAY_OPERATOR_ADDRESS", value_name = "HOST")]
+    /// --config-discovery-address). Beats STUNNER_GATEWAY_OPERATOR_ADDRESS and the Service default.
+    #[arg(long = "config-discovery-advertised-host", value_name = "HOST")]
     pub advertised_host: Option<String>,
+
+    /// The Service in front of the operators' CDS ports, in the operator's namespace. In a
+    /// cluster, dataplanes are told `<service>.<namespace>.svc`, a name that outlives every
+    /// operator pod. Empty: advertise the bind address, as upstream does.
+    #[arg(
+        long,
+        env = "STUNNER_GATEWAY_OPERATOR_CDS_SERVICE",
+        default_value = "stunner-config-discovery",
+        value_name = "NAME"
+    )]
+    pub config_discovery_service: String,
 
     /// Where Prometheus metrics are served (`0` disables).
     #[arg(long, default_value = ":8080", value_parser = parse_optional_bind_address)]
@@ -104,15 +115,22 @@ impl Args {
         Self::parse_from(normalize_go_flags(std::env::args()))
     }
 
-    /// The CDS `host:port` told to dataplanes: the advertised host (upstream sets it to the
-    /// operator pod's IP) with the port of the bind address; the renderer turns it into
-    /// `STUNNER_CONFIG_ORIGIN`.
-    pub fn advertised_cds_address(&self) -> String {
+    /// The CDS `host:port` told to dataplanes; the renderer turns it into `STUNNER_CONFIG_ORIGIN`.
+    /// The host, first that applies: --config-discovery-advertised-host;
+    /// STUNNER_GATEWAY_OPERATOR_ADDRESS when set, even empty (upstream's meaning: the
+    /// operator pod's IP, which rolls every dataplane when the pod changes); in a cluster
+    /// (`namespace` given) the CDS Service's name; the host of the bind address.
+    /// The port is always the bind address's.
+    pub fn advertised_cds_address(&self, operator_address_env: Option<&str>, namespace: Option<&str>) -> String {
         let port = self.config_discovery_address.port();
-        let host = match &self.advertised_host {
-            Some(h) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
-            None if self.config_discovery_address.ip().is_unspecified() => String::new(),
-            None => self.config_discovery_address.ip().to_string(),
+        let service = namespace
+            .filter(|_| !self.config_discovery_service.is_empty())
+            .map(|ns| format!("{}.{ns}.svc", self.config_discovery_service));
+        let host = match (self.advertised_host.as_deref(), operator_address_env, service) {
+            (Some(h), _, _) | (None, Some(h), _) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
+            (None, None, Some(service)) => service,
+            (None, None, None) if self.config_discovery_address.ip().is_unspecified() => String::new(),
+            (None, None, None) => self.config_discovery_address.ip().to_string(),
         };
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
     }
@@ -259,7 +277,7 @@ mod tests {
         let with = |addr: &str, host: Option<&str>| {
             let mut a = parse(&["--config-discovery-address", addr]).unwrap();
             a.advertised_host = host.map(String::from);
-            a.advertised_cds_address()
+            a.advertised_cds_address(None, None)
         };
         assert_eq!(with(":13478", None), ":13478");
         assert_eq!(with("127.0.0.1:1234", None), "127.0.0.1:1234");
@@ -267,6 +285,27 @@ mod tests {
         assert_eq!(with(":13478", Some("2600::9")), "[2600::9]:13478");
         assert_eq!(with(":13478", Some("[2600::9]")), "[2600::9]:13478");
         assert_eq!(with(":13478", Some("cds.stunner-system.svc")), "cds.stunner-system.svc:13478");
+    }
+
+    #[test]
+    fn in_a_cluster_dataplanes_are_told_the_cds_service() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(
+            a.advertised_cds_address(None, Some("stunner-system")),
+            "stunner-config-discovery.stunner-system.svc:13478"
+        );
+        // Upstream's variable keeps its meaning when set, even empty.
+        assert_eq!(a.advertised_cds_address(Some("10.0.0.7"), Some("stunner-system")), "10.0.0.7:13478");
+        assert_eq!(a.advertised_cds_address(Some(""), Some("stunner-system")), ":13478");
+        // The flag beats the variable.
+        let a = parse(&["--config-discovery-advertised-host", "cds.example", "--config-discovery-address", ":2000"])
+            .unwrap();
+        assert_eq!(a.advertised_cds_address(Some("10.0.0.7"), Some("x")), "cds.example:2000");
+        // Another Service name, or none.
+        let a = parse(&["--config-discovery-service", "my-cds"]).unwrap();
+        assert_eq!(a.advertised_cds_address(None, Some("ops")), "my-cds.ops.svc:13478");
+        let a = parse(&["--config-discovery-service", ""]).unwrap();
+        assert_eq!(a.advertised_cds_address(None, Some("ops")), ":13478");
     }
 
     #[test]

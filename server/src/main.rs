@@ -39,6 +39,8 @@ async fn run(args: Args) -> Result<(), String> {
         ),
         None => Mode::Cluster(cluster::connect().await?, Writer::new(operator_metrics.clone())),
     };
+    // The operator's own namespace: where its Lease and its CDS Service live.
+    let namespace = std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "stunner-system".into());
     let shutdown = CancellationToken::new();
     let readiness = Readiness::default();
     let cds_metrics = CdsMetrics::default();
@@ -74,7 +76,10 @@ async fn run(args: Args) -> Result<(), String> {
         },
         endpoint_discovery: args.endpoint_discovery,
         endpoint_slices: !args.disable_endpointslice_controller,
-        cds_address: args.advertised_cds_address(),
+        cds_address: args.advertised_cds_address(
+            std::env::var("STUNNER_GATEWAY_OPERATOR_ADDRESS").ok().as_deref(),
+            matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()),
+        ),
         label_filter: cli::label_filter(std::env::var("STUNNER_GATEWAY_OPERATOR_LABEL_FILTER").ok()),
     };
     let (tx, rx) = mpsc::channel(64);
@@ -100,7 +105,7 @@ async fn run(args: Args) -> Result<(), String> {
             let settings = cluster::Settings {
                 endpoints: args.disable_endpointslice_controller,
                 leader_elect: args.leader_elect,
-                namespace: std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "stunner-system".into()),
+                namespace,
             };
             let mut watchers = cluster::start(client, settings, tx, writer, shutdown.clone()).await?;
             tokio::spawn(async move {
