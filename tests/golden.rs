@@ -22,6 +22,8 @@ struct CaseSettings {
     endpoint_slices: Option<bool>,
     cds_address: Option<String>,
     label_filter: Option<Vec<String>>,
+    /// Render as `--enable-finalizer` does at exit.
+    finalize: bool,
 }
 
 impl CaseSettings {
@@ -36,6 +38,7 @@ impl CaseSettings {
             endpoint_slices: c.endpoint_slices.unwrap_or(d.endpoint_slices),
             cds_address: c.cds_address.unwrap_or(d.cds_address),
             label_filter: c.label_filter.unwrap_or(d.label_filter),
+            finalizing: c.finalize,
         }
     }
 }

@@ -12,29 +12,53 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Becomes true once every source has delivered its first complete state; until then the
-/// CDS serves nothing and `/readyz` fails, so no dataplane sees a half-built config.
+/// Where the daemon is in its life, as `/readyz` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Until every source has delivered its first complete state the CDS serves nothing and
+    /// `/readyz` fails, so no dataplane sees a half-built config.
+    Starting,
+    Ready,
+    /// Shutting down: `/readyz` fails first, so the Service stops sending clients here
+    /// while the CDS still closes its streams in order.
+    Stopping,
+}
+
 #[derive(Clone)]
-pub struct Readiness(watch::Sender<bool>);
+pub struct Readiness(watch::Sender<Phase>);
 
 impl Default for Readiness {
     fn default() -> Self {
-        Readiness(watch::Sender::new(false))
+        Readiness(watch::Sender::new(Phase::Starting))
     }
 }
 
 impl Readiness {
+    /// Marks the first complete render; no effect once stopping.
     pub fn set_ready(&self) {
-        self.0.send_replace(true);
+        self.0.send_if_modified(|p| *p == Phase::Starting && std::mem::replace(p, Phase::Ready) != Phase::Ready);
+    }
+
+    pub fn set_stopping(&self) {
+        self.0.send_replace(Phase::Stopping);
     }
 
     pub fn is_ready(&self) -> bool {
-        *self.0.borrow()
+        *self.0.borrow() == Phase::Ready
     }
 
+    /// Waits for the first complete render.
     pub async fn wait(&self) {
         let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|r| *r).await;
+        let _ = rx.wait_for(|p| *p != Phase::Starting).await;
+    }
+
+    fn explain(&self) -> &'static str {
+        match *self.0.borrow() {
+            Phase::Starting => "waiting for the first complete sync",
+            Phase::Ready => "ok",
+            Phase::Stopping => "shutting down",
+        }
     }
 }
 
@@ -57,11 +81,8 @@ pub fn health_router(readiness: Readiness) -> Router {
         .route(
             "/readyz",
             get(|State(r): State<Readiness>| async move {
-                if r.is_ready() {
-                    (StatusCode::OK, "ok")
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "waiting for the first complete sync")
-                }
+                let status = if r.is_ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+                (status, r.explain())
             }),
         )
         .with_state(readiness)

@@ -4,6 +4,7 @@
 use prometheus_client::registry::Registry;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use stunner_gateway::render::{DataplaneMode, RenderSettings};
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSettings};
@@ -15,6 +16,7 @@ use stunner_gateway_operator::reconcile::{Outputs, Reconciler};
 use stunner_gateway_operator::source::{files::FileSource, run};
 use stunner_gateway_operator::status::StatusBoard;
 use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -41,7 +43,11 @@ async fn run(args: Args) -> Result<(), String> {
     };
     // The operator's own namespace: where its Lease and its CDS Service live.
     let namespace = std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "stunner-system".into());
+    // Shutdown goes in stages (see `stop`): sources and the CDS, then the writer, then the
+    // admin endpoints, each with its own token.
     let shutdown = CancellationToken::new();
+    let stop_writing = CancellationToken::new();
+    let stop_admin = CancellationToken::new();
     let readiness = Readiness::default();
     let cds_metrics = CdsMetrics::default();
     let mut registry = Registry::default();
@@ -53,19 +59,19 @@ async fn run(args: Args) -> Result<(), String> {
 
     // Bind everything first: a busy port is a start-up error, not a late surprise.
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address").await?;
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = JoinSet::new();
     if let Some(addr) = args.metrics_bind_address.0 {
         let l = bind(addr, "--metrics-bind-address").await?;
-        tasks.spawn(admin::serve_router(l, admin::metrics_router(registry.clone()), shutdown.clone()));
+        tasks.spawn(admin::serve_router(l, admin::metrics_router(registry.clone()), stop_admin.clone()));
     }
     if let Some(addr) = args.pprof_bind_address.0 {
         pprof::check_exposure(addr);
         let l = bind(addr, "--pprof-bind-address").await?;
-        tasks.spawn(admin::serve_router(l, pprof::router(), shutdown.clone()));
+        tasks.spawn(admin::serve_router(l, pprof::router(), stop_admin.clone()));
     }
     if let Some(addr) = args.health_probe_bind_address.0 {
         let l = bind(addr, "--health-probe-bind-address").await?;
-        tasks.spawn(admin::serve_router(l, admin::health_router(readiness.clone()), shutdown.clone()));
+        tasks.spawn(admin::serve_router(l, admin::health_router(readiness.clone()), stop_admin.clone()));
     }
 
     let settings = RenderSettings {
@@ -81,6 +87,7 @@ async fn run(args: Args) -> Result<(), String> {
             matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()),
         ),
         label_filter: cli::label_filter(std::env::var("STUNNER_GATEWAY_OPERATOR_LABEL_FILTER").ok()),
+        finalizing: false,
     };
     let (tx, rx) = mpsc::channel(64);
     let outputs = Outputs {
@@ -95,7 +102,7 @@ async fn run(args: Args) -> Result<(), String> {
             Mode::Standalone(_) => None,
         },
     };
-    tasks.spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
+    let reconciler = tokio::spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
     let follow = match mode {
         Mode::Standalone(source) => {
             tracing::info!(dir = %source.dir().display(), "standalone mode: reading manifests");
@@ -107,7 +114,8 @@ async fn run(args: Args) -> Result<(), String> {
                 leader_elect: args.leader_elect,
                 namespace,
             };
-            let mut watchers = cluster::start(client, settings, tx, writer, shutdown.clone()).await?;
+            let mut watchers =
+                cluster::start(client, settings, tx, writer, shutdown.clone(), stop_writing.clone()).await?;
             tokio::spawn(async move {
                 while watchers.join_next().await.is_some() {}
                 Ok(())
@@ -115,10 +123,14 @@ async fn run(args: Args) -> Result<(), String> {
         }
     };
 
+    let stages = Stages { readiness, shutdown, stop_writing, stop_admin, finalize: args.enable_finalizer };
     // Nothing is served before the first complete render.
     tokio::select! {
-        _ = readiness.wait() => {}
-        _ = wait_for_signal() => return Ok(()),
+        _ = stages.readiness.wait() => {}
+        _ = wait_for_signal() => {
+            stages.stop(reconciler, follow, tasks).await;
+            return Ok(());
+        }
     }
     let cds_settings = ServerSettings {
         max_connections: args.cds_max_connections,
@@ -127,19 +139,60 @@ async fn run(args: Args) -> Result<(), String> {
     };
     let address = cds_listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%address, "serving config discovery");
-    tasks.spawn(cds::serve(cds_listener, store, cds_settings, statuses.router(), shutdown.clone()));
-    tokio::select! {
-        _ = wait_for_signal() => {}
-        result = follow => {
-            if let Ok(Err(e)) = result {
-                shutdown.cancel();
-                return Err(e);
-            }
+    tasks.spawn(cds::serve(cds_listener, store, cds_settings, statuses.router(), stages.shutdown.clone()));
+    let mut follow = follow;
+    let failure = tokio::select! {
+        _ = wait_for_signal() => None,
+        result = &mut follow => match result {
+            Ok(Err(e)) => Some(e),
+            _ => None,
+        },
+    };
+    stages.stop(reconciler, follow, tasks).await;
+    failure.map_or(Ok(()), Err)
+}
+
+/// How long each shutdown stage may take before the next one starts anyway.
+const STAGE_GRACE: Duration = Duration::from_secs(15);
+
+/// The tokens of the shutdown stages, in the order `stop` cancels them.
+struct Stages {
+    readiness: Readiness,
+    /// Sources, the render loop and the CDS.
+    shutdown: CancellationToken,
+    /// The writer; the lease is released after its last write.
+    stop_writing: CancellationToken,
+    /// Metrics, health and pprof: up until the end, so probes see the stop.
+    stop_admin: CancellationToken,
+    finalize: bool,
+}
+
+impl Stages {
+    /// Stops in the order that no client and no write notices: `/readyz` fails first (the
+    /// Service stops sending new clients here); the CDS closes every stream with a Close frame
+    /// (clients reconnect at once, to another replica) and the sources stop; the render loop
+    /// ends, queueing the finalizer's writes if asked; the writer writes what is queued, then
+    /// the lease is given up; the admin endpoints go last.
+    async fn stop(
+        self,
+        reconciler: JoinHandle<Reconciler>,
+        follow: JoinHandle<Result<(), String>>,
+        mut tasks: JoinSet<()>,
+    ) {
+        self.readiness.set_stopping();
+        self.shutdown.cancel();
+        match tokio::time::timeout(STAGE_GRACE, reconciler).await {
+            Ok(Ok(reconciler)) if self.finalize => reconciler.finalize(),
+            Ok(_) => {}
+            Err(_) => tracing::warn!("the render loop did not stop in time"),
         }
+        self.stop_writing.cancel();
+        if tokio::time::timeout(STAGE_GRACE, follow).await.is_err() {
+            tracing::warn!("the writer did not finish in time; the lease will expire instead");
+        }
+        self.stop_admin.cancel();
+        let _ = tokio::time::timeout(STAGE_GRACE, async { while tasks.join_next().await.is_some() {} }).await;
     }
-    shutdown.cancel();
-    while tasks.join_next().await.is_some() {}
-    Ok(())
 }
 
 /// Where the operator's view of the world comes from.

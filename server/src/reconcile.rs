@@ -70,8 +70,8 @@ impl Reconciler {
         }
     }
 
-    /// Runs until every sender of `inputs` is gone.
-    pub async fn run(mut self, mut inputs: mpsc::Receiver<Input>) {
+    /// Runs until every sender of `inputs` is gone; returns itself for [`Self::finalize`].
+    pub async fn run(mut self, mut inputs: mpsc::Receiver<Input>) -> Self {
         while let Some(first) = inputs.recv().await {
             self.count(ReconcileResult::passed);
             self.absorb(first);
@@ -92,6 +92,21 @@ impl Reconciler {
             }
             self.render_dirty();
         }
+        self
+    }
+
+    /// `--enable-finalizer` at exit: queues the invalidation of every class of ours and the
+    /// removal of their dataplanes for the writer (only the leader writes it), never for the
+    /// CDS: the dataplanes keep their configs until their Deployments are gone.
+    pub fn finalize(&self) {
+        let Some(writer) = &self.outputs.writer else { return };
+        if !self.synced {
+            return;
+        }
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let output = stunner_gateway::render::finalize(&self.index, &self.settings, &now);
+        tracing::info!(gateways = output.gateways.len(), "finalizer: invalidating Gateways and removing dataplanes");
+        writer.submit(&output, &self.index);
     }
 
     fn count(&self, result: ReconcileResult) {

@@ -12,7 +12,7 @@ use tokio::process::{Child, Command};
 use tokio_tungstenite::tungstenite::Message;
 
 struct Daemon {
-    _child: Child,
+    child: Child,
     addr: String,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -61,7 +61,7 @@ impl Daemon {
             }
         });
         let addr = tokio::time::timeout(Duration::from_secs(30), rx).await.expect("daemon serves in time").unwrap();
-        Daemon { _child: child, addr, log }
+        Daemon { child, addr, log }
     }
 
     fn log_contains(&self, needle: &str) -> bool {
@@ -234,4 +234,26 @@ async fn http_get(url: &str) -> String {
     let mut buf = String::new();
     s.read_to_string(&mut buf).await.unwrap();
     buf.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// SIGTERM: every watch gets a Close frame (its client reconnects at once, elsewhere), and
+/// the daemon exits cleanly after its stages.
+#[tokio::test]
+async fn sigterm_closes_every_watch_and_exits_cleanly() {
+    let dir = temp_copy_of_quickstart("sigterm");
+    let mut d = Daemon::start(&dir).await;
+    let mut one = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    let mut all = watch(&d, "/api/v1/configs?watch=true").await;
+    next_config(&mut one).await;
+    next_config(&mut all).await;
+    let pid = i32::try_from(d.child.id().unwrap()).unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    for ws in [&mut one, &mut all] {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a frame in time");
+        assert!(matches!(msg, Some(Ok(Message::Close(_)))), "{msg:?}");
+    }
+    let status = tokio::time::timeout(Duration::from_secs(30), d.child.wait()).await.expect("exits in time").unwrap();
+    assert!(status.success(), "{status}");
+    d.wait_for_log("shutting down").await;
 }

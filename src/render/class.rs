@@ -52,6 +52,9 @@ pub fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> C
             }
         }
     };
+    if settings.finalizing {
+        return ClassState::Invalid(class, RenderError::new(Reason::OperatorShutdown));
+    }
     ClassState::Ready(ReadyClass { class, config, config_key, dataplane })
 }
 

@@ -18,6 +18,8 @@ pub enum Reason {
     MissingGatewayConfig,
     /// A stunner validation failure; the text is the dataplane's own.
     Validation,
+    /// The operator is exiting with `--enable-finalizer`: every class is invalidated.
+    OperatorShutdown,
     // Non-critical.
     InvalidProtocol,
     InvalidCertificateRef,
@@ -44,6 +46,7 @@ impl Reason {
                 | Reason::ExternalAuthCredentialsNotFound
                 | Reason::MissingGatewayConfig
                 | Reason::Validation
+                | Reason::OperatorShutdown
         )
     }
 
@@ -55,6 +58,7 @@ impl Reason {
             Reason::InvalidAuthConfig => "internal error: could not validate generated auth config",
             Reason::InvalidDataplane => "missing Dataplane resource for Gateway",
             Reason::NoRuleFound => "no rules found in route",
+            Reason::OperatorShutdown => "Operator unavailable after graceful shutdown",
             Reason::ExternalAuthCredentialsNotFound => "missing or invalid external authentication credentials",
             Reason::InvalidProtocol => "invalid protocol",
             Reason::InvalidCertificateRef => "invalid certificate reference",

@@ -87,6 +87,18 @@ pub fn render_all(index: &Index, settings: &RenderSettings, now: &Time) -> Rende
     render(index, &index.everything(), settings, now)
 }
 
+/// The exit-time cleanup of `--enable-finalizer` (spec §4.5), managed mode only: every class
+/// of ours and its Gateways invalidated ("Operator unavailable after graceful shutdown"),
+/// their Services and Deployments deleted, routes reported as usual. Legacy mode has none, as
+/// upstream (whose operator then waits forever; here the output is simply empty).
+pub fn finalize(index: &Index, settings: &RenderSettings, now: &Time) -> RenderOutput {
+    if settings.dataplane_mode == DataplaneMode::Legacy {
+        return RenderOutput::default();
+    }
+    let settings = RenderSettings { finalizing: true, ..settings.clone() };
+    render_all(index, &settings, now)
+}
+
 /// Renders the dirty Gateways, routes and classes (and the routes and classes of the dirty
 /// Gateways).
 pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Time) -> RenderOutput {

@@ -40,6 +40,9 @@ pub struct RenderSettings {
     pub cds_address: String,
     /// Gateway label keys not copied to Deployments.
     pub label_filter: Vec<String>,
+    /// The exit-time cleanup of `--enable-finalizer` (see [`super::finalize`]): every class
+    /// of ours renders as invalid.
+    pub finalizing: bool,
 }
 
 impl Default for RenderSettings {
@@ -51,6 +54,7 @@ impl Default for RenderSettings {
             endpoint_slices: true,
             cds_address: DEFAULT_CDS_ADDRESS.into(),
             label_filter: DEFAULT_LABEL_FILTER.iter().map(|s| s.to_string()).collect(),
+            finalizing: false,
         }
     }
 }

@@ -227,3 +227,27 @@ fn rendering_twice_gives_the_same_statuses() {
     let key = ObjectKey::new("ns", "gw");
     assert!(render_all(&index, &settings, &later).gateways[&key] == first.gateways[&key]);
 }
+
+/// `--enable-finalizer` (spec §4.5): classes and Gateways invalidated with upstream's text,
+/// dataplanes removed, routes still accepted; legacy mode has nothing to finalize.
+#[test]
+fn finalize_invalidates_classes_and_gateways_and_keeps_routes_accepted() {
+    let mut index = index_of(BASE);
+    index.apply(route("[{name: static, group: stunner.l7mp.io, kind: StaticService}]"));
+    let out = finalize(&index, &RenderSettings::default(), &now());
+    let class = &out.classes["class"].conditions.as_ref().unwrap()[0];
+    assert_eq!(class.status, "False");
+    assert!(class.message.ends_with(": Operator unavailable after graceful shutdown"), "{}", class.message);
+    for gw in ["gw", "gw-2"] {
+        let output = &out.gateways[&ObjectKey::new("ns", gw)];
+        assert_eq!((&output.service, &output.deployment), (&Owned::Delete, &Owned::Delete));
+        let accepted = &output.status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
+        assert_eq!((accepted.type_.as_str(), accepted.status.as_str()), ("Accepted", "False"));
+        assert!(accepted.message.contains("Operator unavailable after graceful shutdown"), "{}", accepted.message);
+    }
+    let route = &out.routes.values().next().unwrap().parents[0].conditions[0];
+    assert_eq!((route.type_.as_str(), route.status.as_str()), ("Accepted", "True"));
+
+    let legacy = RenderSettings { dataplane_mode: DataplaneMode::Legacy, ..Default::default() };
+    assert_eq!(finalize(&index, &legacy, &now()), RenderOutput::default());
+}

@@ -127,6 +127,36 @@ impl Candidate {
         self.record(store.update(&next, &current.version).await, next, now)
     }
 
+    /// Gives the lease up if we hold it, as client-go's `ReleaseOnCancel`: no holder and a
+    /// one-second duration, so another replica takes over at once rather than after a whole
+    /// lease duration. Best effort: on failure the lease simply expires.
+    pub async fn release(&mut self, store: &impl LeaseStore) {
+        if self.renewed.take().is_none() {
+            return;
+        }
+        let current = match store.get().await {
+            Ok(Some(current)) if current.spec.holder_identity.as_deref() == Some(&self.identity) => current,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot release the leader election lease");
+                return;
+            }
+        };
+        let wall = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let released = LeaseSpec {
+            holder_identity: None,
+            lease_duration_seconds: Some(1),
+            acquire_time: Some(wall.clone()),
+            renew_time: Some(wall),
+            lease_transitions: current.spec.lease_transitions,
+            ..Default::default()
+        };
+        match store.update(&released, &current.version).await {
+            Ok(()) => tracing::info!(identity = %self.identity, "released the leader election lease"),
+            Err(e) => tracing::warn!(error = %e, "cannot release the leader election lease"),
+        }
+    }
+
     /// Whether the lease went unchanged for its whole duration since we first saw it.
     fn expired(&self, spec: &LeaseSpec, now: Instant) -> bool {
         let duration = spec
@@ -150,7 +180,8 @@ impl Candidate {
     }
 }
 
-/// Runs the election until `shutdown`, publishing whether we lead on `leader`.
+/// Runs the election until `shutdown`, publishing whether we lead on `leader`; then gives
+/// the lease up if held. Cancel `shutdown` only once this replica's last writes are done.
 pub async fn run(
     store: impl LeaseStore,
     mut candidate: Candidate,
@@ -168,10 +199,12 @@ pub async fn run(
             }
         }
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(retry_period) => {}
         }
     }
+    leader.send_replace(false);
+    candidate.release(&store).await;
 }
 
 /// The lease in the API server.
@@ -372,5 +405,51 @@ mod tests {
         assert!(a.tick(&store, Instant::now()).await);
         assert!(matches!(store.update(&read.spec, &read.version).await, Err(LeaseError::Conflict)));
         assert!(matches!(store.create(&read.spec).await, Err(LeaseError::Conflict)));
+    }
+
+    #[tokio::test]
+    async fn a_released_lease_is_taken_over_at_once() {
+        let store = FakeStore::default();
+        let (mut a, mut b) = (Candidate::new("a", Timings::default()), Candidate::new("b", Timings::default()));
+        let t0 = Instant::now();
+        assert!(a.tick(&store, t0).await);
+        assert!(!b.tick(&store, t0).await);
+        // b releasing a lease it does not hold changes nothing.
+        b.release(&store).await;
+        assert_eq!(store.holder().as_deref(), Some("a"));
+        a.release(&store).await;
+        assert!(!a.is_leader());
+        assert_eq!(store.holder(), None);
+        assert!(b.tick(&store, t0 + secs(1)).await, "no wait for the lease duration");
+        assert_eq!(store.lease.lock().unwrap().as_ref().unwrap().0.lease_transitions, Some(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_election_stops_leading_and_releases_on_shutdown() {
+        let store = std::sync::Arc::new(FakeStore::default());
+        let (leader, mut leading) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        let candidate = Candidate::new("a", Timings::default());
+        let task = tokio::spawn(run(SharedStore(store.clone()), candidate, secs(2), leader, shutdown.clone()));
+        leading.wait_for(|l| *l).await.unwrap();
+        shutdown.cancel();
+        task.await.unwrap();
+        assert!(!*leading.borrow());
+        assert_eq!(store.holder(), None);
+    }
+
+    /// The fake shared between the election task and the test.
+    struct SharedStore(std::sync::Arc<FakeStore>);
+
+    impl LeaseStore for SharedStore {
+        async fn get(&self) -> Result<Option<Versioned>, LeaseError> {
+            self.0.get().await
+        }
+        async fn create(&self, spec: &LeaseSpec) -> Result<(), LeaseError> {
+            self.0.create(spec).await
+        }
+        async fn update(&self, spec: &LeaseSpec, version: &str) -> Result<(), LeaseError> {
+            self.0.update(spec, version).await
+        }
     }
 }

@@ -37,13 +37,16 @@ pub async fn connect() -> Result<Client, String> {
     Ok(client)
 }
 
-/// Starts the watchers feeding `tx`, the leader election if asked for, and `writer`'s task.
+/// Starts the watchers feeding `tx` (until `shutdown`), the leader election if asked for,
+/// and `writer`'s task (until `stop_writing`). The lease is held until the writer has
+/// finished its last writes, then released, so a successor never writes alongside us.
 pub async fn start(
     client: Client,
     settings: Settings,
     tx: mpsc::Sender<Input>,
     writer: writer::Writer,
     shutdown: CancellationToken,
+    stop_writing: CancellationToken,
 ) -> Result<JoinSet<()>, String> {
     let gateway_udp_routes = source::serves_gateway_udp_routes(&client)
         .await
@@ -52,16 +55,20 @@ pub async fn start(
         tracing::info!("the API server serves no gateway.networking.k8s.io/v1alpha2 UDPRoutes: not watching them");
     }
     let options = source::SourceOptions { endpoints: settings.endpoints, gateway_udp_routes };
-    let mut tasks = source::spawn(&client, options, tx, writer.clone(), shutdown.clone());
+    let mut tasks = source::spawn(&client, options, tx, writer.clone(), shutdown);
     let (leader, leading) = watch::channel(!settings.leader_elect);
+    let writes_done = CancellationToken::new();
     if settings.leader_elect {
         let identity = lease::identity();
         tracing::info!(%identity, namespace = %settings.namespace, lease = lease::LEASE_NAME, "leader election");
         let timings = lease::Timings::default();
         let store = lease::KubeLeaseStore::new(client.clone(), &settings.namespace);
         let candidate = lease::Candidate::new(identity, timings);
-        tasks.spawn(lease::run(store, candidate, timings.retry_period, leader, shutdown.clone()));
+        tasks.spawn(lease::run(store, candidate, timings.retry_period, leader, writes_done.clone()));
     }
-    tasks.spawn(writer.run(writer::KubeSink::new(client), leading, shutdown));
+    tasks.spawn(async move {
+        writer.run(writer::KubeSink::new(client), leading, stop_writing).await;
+        writes_done.cancel();
+    });
     Ok(tasks)
 }

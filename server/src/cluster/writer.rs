@@ -108,7 +108,9 @@ impl Writer {
         self.shared.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Drains the queue into `sink` while `leader` is true, until `shutdown`.
+    /// Drains the queue into `sink` while `leader` is true, until `shutdown`; then, still
+    /// leading, writes what is queued one last time (a last render, the finalizer's writes),
+    /// so a replica hands over with nothing of its own left unwritten.
     pub async fn run(self, sink: impl Sink, mut leader: watch::Receiver<bool>, shutdown: CancellationToken) {
         let mut retry_at: Option<Instant> = None;
         // A closed channel means leadership is fixed (no election): keep its last value.
@@ -129,7 +131,12 @@ impl Writer {
                 }
             };
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => {
+                    if *leader.borrow() {
+                        self.write_pending(&sink, &leader).await;
+                    }
+                    return;
+                }
                 _ = wake => retry_at = None,
                 changed = leader.changed(), if !decided => decided = changed.is_err(),
                 _ = resync => retry_at = None,
@@ -427,5 +434,35 @@ mod tests {
         assert_eq!(sink.services(), ["2"]);
         shutdown.cancel();
         task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_writes_what_is_still_queued() {
+        let writer = Writer::new(OperatorMetrics::default());
+        // The first round fails, so the write waits for a resync that never comes.
+        let sink = Recorder { failures: Arc::new(Mutex::new(ATTEMPTS)), ..Default::default() };
+        let (_leader, leading) = watch::channel(true);
+        let shutdown = CancellationToken::new();
+        writer.submit(&output("1"), &Index::new());
+        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(sink.services().is_empty());
+        shutdown.cancel();
+        task.await.unwrap();
+        assert_eq!(sink.services(), ["1"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_does_not_lead_writes_nothing_on_shutdown() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Recorder::default();
+        let (_leader, leading) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        writer.submit(&output("1"), &Index::new());
+        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        settle().await;
+        shutdown.cancel();
+        task.await.unwrap();
+        assert!(sink.services().is_empty());
     }
 }
