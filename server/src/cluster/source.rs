@@ -141,6 +141,8 @@ where
 {
     let mut tracker = Tracker::new(kind);
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    // Whether this watcher has counted itself in at the barrier (once only).
+    let mut arrived = false;
     loop {
         let event = tokio::select! {
             _ = feed.shutdown.cancelled() => return,
@@ -148,6 +150,18 @@ where
         };
         match event {
             None => return,
+            Some(Err(e)) if is_not_served(&e) => {
+                // A CRD that is not installed must not hold every other kind hostage: the
+                // kind counts as empty until its CRD appears (the watcher keeps retrying).
+                if !arrived {
+                    tracing::error!(
+                        ?kind,
+                        "the API server does not serve this kind (is its CRD installed?); treating it as empty until it does"
+                    );
+                    arrived = true;
+                    barrier.arrive().await;
+                }
+            }
             Some(Err(e)) => tracing::warn!(?kind, error = %e, "watch failed; retrying"),
             Some(Ok(event)) => {
                 let step = tracker.handle(event);
@@ -157,13 +171,19 @@ where
                         return;
                     }
                 }
-                if step.first_sync {
+                if step.first_sync && !std::mem::replace(&mut arrived, true) {
                     tracing::debug!(?kind, "initial list complete");
                     barrier.arrive().await;
                 }
             }
         }
     }
+}
+
+/// Whether a watch failed because the API server does not know the resource (404 on the
+/// initial list: the CRD is not installed).
+fn is_not_served(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404)
 }
 
 #[cfg(test)]
@@ -179,5 +199,13 @@ mod tests {
         barrier.clone().arrive().await;
         assert!(matches!(rx.try_recv(), Ok(Input::Synced)));
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn only_a_404_on_the_initial_list_means_not_served() {
+        let api = |code| kube::Error::Api(kube::core::Status::failure("x", "NotFound").with_code(code).boxed());
+        assert!(is_not_served(&watcher::Error::InitialListFailed(api(404))));
+        assert!(!is_not_served(&watcher::Error::InitialListFailed(api(403))));
+        assert!(!is_not_served(&watcher::Error::WatchFailed(api(404))));
     }
 }
