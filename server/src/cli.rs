@@ -46,8 +46,9 @@ pub struct Args {
     pub advertised_host: Option<String>,
 
     /// The Service in front of the operators' CDS ports, in the operator's namespace. In a
-    /// cluster, dataplanes are told `<service>.<namespace>.svc`, a name that outlives every
-    /// operator pod. Empty: advertise the bind address, as upstream does.
+    /// cluster, dataplanes are told `<service>.<namespace>.svc:13478` (the Service's port, not
+    /// the pods'), an address that outlives every operator pod. Empty: advertise the bind
+    /// address, as upstream does.
     #[arg(
         long,
         env = "STUNNER_GATEWAY_OPERATOR_CDS_SERVICE",
@@ -109,6 +110,9 @@ pub enum DataplaneMode {
     Legacy,
 }
 
+/// The port of the CDS Service in the Helm chart and the plain manifests (upstream's CDS port).
+pub const CDS_SERVICE_PORT: u16 = 13478;
+
 impl Args {
     /// Parses the process arguments, accepting Go's single-dash long flags.
     pub fn from_env() -> Self {
@@ -119,16 +123,16 @@ impl Args {
     /// The host, first that applies: --config-discovery-advertised-host;
     /// STUNNER_GATEWAY_OPERATOR_ADDRESS when set, even empty (upstream's meaning: the
     /// operator pod's IP, which rolls every dataplane when the pod changes); in a cluster
-    /// (`namespace` given) the CDS Service's name; the host of the bind address.
-    /// The port is always the bind address's.
+    /// (`namespace` given) the CDS Service, at its port; the host of the bind address.
+    /// Except for the Service, the port is the bind address's.
     pub fn advertised_cds_address(&self, operator_address_env: Option<&str>, namespace: Option<&str>) -> String {
         let port = self.config_discovery_address.port();
-        let service = namespace
-            .filter(|_| !self.config_discovery_service.is_empty())
-            .map(|ns| format!("{}.{ns}.svc", self.config_discovery_service));
+        let service = namespace.filter(|_| !self.config_discovery_service.is_empty());
         let host = match (self.advertised_host.as_deref(), operator_address_env, service) {
             (Some(h), _, _) | (None, Some(h), _) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
-            (None, None, Some(service)) => service,
+            (None, None, Some(ns)) => {
+                return format!("{}.{ns}.svc:{CDS_SERVICE_PORT}", self.config_discovery_service);
+            }
             (None, None, None) if self.config_discovery_address.ip().is_unspecified() => String::new(),
             (None, None, None) => self.config_discovery_address.ip().to_string(),
         };
@@ -302,6 +306,9 @@ mod tests {
             .unwrap();
         assert_eq!(a.advertised_cds_address(Some("10.0.0.7"), Some("x")), "cds.example:2000");
         // Another Service name, or none.
+        // The Service's port, whatever port this pod binds.
+        let a = parse(&["--config-discovery-address", "127.0.0.1:2000"]).unwrap();
+        assert_eq!(a.advertised_cds_address(None, Some("ops")), "stunner-config-discovery.ops.svc:13478");
         let a = parse(&["--config-discovery-service", "my-cds"]).unwrap();
         assert_eq!(a.advertised_cds_address(None, Some("ops")), "my-cds.ops.svc:13478");
         let a = parse(&["--config-discovery-service", ""]).unwrap();

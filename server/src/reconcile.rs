@@ -286,3 +286,147 @@ fn condition_summary(status: &ObjectStatus) -> String {
     }
     if parts.is_empty() { "no conditions".into() } else { parts.join(", ") }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cds::CdsMetrics;
+    use crate::metrics::ReconcileLabels;
+    use stunner_gateway::index::decode_manifests;
+
+    const THROTTLE: Duration = Duration::from_millis(250);
+
+    /// The quickstart manifests, as one batch of changes.
+    fn quickstart() -> Vec<Change> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/quickstart");
+        let mut changes = Vec::new();
+        for file in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
+            let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+            changes.extend(decode_manifests(&text).into_iter().map(|r| Change::Apply(Box::new(r.unwrap()))));
+        }
+        changes
+    }
+
+    /// A GatewayConfig change: the realm, which every config of the class carries.
+    fn realm(realm: &str) -> Input {
+        let text = format!(
+            "apiVersion: stunner.l7mp.io/v1\nkind: GatewayConfig\n\
+             metadata: {{name: stunner-gatewayconfig, namespace: stunner}}\n\
+             spec: {{realm: {realm}, authType: static, userName: user-1, password: pass-1}}\n"
+        );
+        Input::Changes(decode_manifests(&text).into_iter().map(|r| Change::Apply(Box::new(r.unwrap()))).collect())
+    }
+
+    struct Loop {
+        tx: mpsc::Sender<Input>,
+        store: Arc<ConfigStore>,
+        metrics: OperatorMetrics,
+        readiness: Readiness,
+    }
+
+    impl Loop {
+        fn start() -> Loop {
+            let (tx, rx) = mpsc::channel(64);
+            let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+            let outputs = Outputs {
+                store: store.clone(),
+                statuses: Arc::default(),
+                metrics: OperatorMetrics::default(),
+                readiness: Readiness::default(),
+                apply_owned_to_index: true,
+                writer: None,
+            };
+            let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
+            tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));
+            Loop { tx, store, metrics, readiness }
+        }
+
+        async fn send(&self, input: Input) {
+            self.tx.send(input).await.unwrap();
+            // Let the loop take it before the clock moves on.
+            tokio::task::yield_now().await;
+        }
+
+        fn renders(&self) -> u64 {
+            self.metrics.render.get()
+        }
+
+        fn throttled(&self) -> u64 {
+            self.metrics.reconcile_events.get_or_create(&ReconcileLabels { result: ReconcileResult::throttled }).get()
+        }
+
+        fn realm(&self) -> Option<String> {
+            let id = ConfigId::new("stunner", "udp-gateway");
+            self.store.get(&id).map(|s| s.config.auth.realm.clone())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_rendered_before_the_sources_are_synced() {
+        let l = Loop::start();
+        l.send(Input::Changes(quickstart())).await;
+        tokio::time::sleep(THROTTLE * 4).await;
+        assert_eq!((l.renders(), l.realm()), (0, None));
+        assert!(!l.readiness.is_ready());
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert!(l.renders() >= 1);
+        assert_eq!(l.realm().as_deref(), Some("stunner.l7mp.io"));
+        assert!(l.readiness.is_ready());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_within_the_window_is_rendered_once_with_its_last_state() {
+        let l = Loop::start();
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        let before = l.renders();
+        for (i, r) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            l.send(realm(r)).await;
+            if i < 3 {
+                tokio::time::sleep(THROTTLE / 5).await;
+            }
+        }
+        assert_eq!(l.realm().as_deref(), Some("stunner.l7mp.io"), "the window is still open");
+        tokio::time::sleep(THROTTLE).await;
+        assert_eq!(l.realm().as_deref(), Some("d"));
+        // One pass for the burst (the operator's own objects settle without another).
+        assert_eq!(l.renders() - before, 1);
+        assert_eq!(l.throttled(), 1 + 3, "the Synced and three of the four changes joined an open window");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_steady_stream_of_changes_cannot_postpone_rendering() {
+        let l = Loop::start();
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        let before = l.renders();
+        // A change every 100 ms for 2 s, never a quiet window.
+        let mut seen = Vec::new();
+        for i in 0..20 {
+            l.send(realm(&format!("r{i}"))).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            seen.extend(l.realm());
+        }
+        seen.dedup();
+        // Windows are not extended by new changes: a render at least every throttle period.
+        assert!(l.renders() - before >= 6, "{} renders", l.renders() - before);
+        assert!(seen.len() >= 6, "the store moved along: {seen:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unchanged_content_publishes_no_new_version() {
+        let l = Loop::start();
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        let id = ConfigId::new("stunner", "udp-gateway");
+        let first = l.store.get(&id).unwrap();
+        // The same objects again, as after a relist.
+        l.send(Input::Changes(quickstart())).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert!(Arc::ptr_eq(&first, &l.store.get(&id).unwrap()), "the snapshot was not replaced");
+    }
+}
