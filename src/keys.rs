@@ -29,3 +29,7 @@ pub const DISABLE_HEALTH_CHECK_EXPOSE: &str = "stunner.l7mp.io/disable-health-ch
 pub const NODE_PORT: &str = "stunner.l7mp.io/nodeport";
 /// JSON map of listener name to target port (also the dataplane's listening port).
 pub const TARGET_PORT: &str = "stunner.l7mp.io/targetport";
+/// On a dataplane Deployment whose pods were started against another config discovery address
+/// (e.g. by the Go operator, which uses its pod IP): the digest of the config at the time it
+/// was adopted; see `render::adopt`.
+pub const ADOPTED_CONFIG: &str = "stunner.l7mp.io/adopted-config";

@@ -102,6 +102,17 @@ impl StunnerConfig {
         z.normalized().is_ok_and(|z| &z == self)
     }
 
+    /// A digest of what the dataplane runs: the first 64 bits of the SHA-256 of the normalised
+    /// wire form (of the config as is when it does not validate). Configs the dataplane treats
+    /// as equal share it, on every replica, in every process, in every release that keeps
+    /// the wire form.
+    pub fn digest(&self) -> u64 {
+        use sha2::{Digest, Sha256};
+        let json = self.normalized().map_or_else(|_| self.to_json(), |n| n.to_json());
+        let sum = Sha256::digest(json.as_bytes());
+        u64::from_be_bytes(sum[..8].try_into().expect("SHA-256 has 32 bytes"))
+    }
+
     /// The compact wire form: one JSON document, Go byte order, YAML-safe.
     pub fn to_json(&self) -> String {
         json::to_string(self)

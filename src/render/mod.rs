@@ -6,6 +6,7 @@
 
 mod address;
 mod admin;
+mod adopt;
 mod attach;
 mod auth;
 mod class;
@@ -184,7 +185,11 @@ fn managed_gateway(index: &Index, key: &ObjectKey, settings: &RenderSettings, no
         .and_then(|a| a.get(DISABLE_MANAGED_DATAPLANE))
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let deployment = match ready.dataplane {
-        Some(dp) if !disabled => Owned::Apply(deployment::render(key, gw, dp, settings)),
+        Some(dp) if !disabled => {
+            let mut deployment = deployment::render(key, gw, dp, settings);
+            adopt::keep_foreign_origin(&mut deployment, index.deployments().get(key), &config);
+            Owned::Apply(deployment)
+        }
         _ => Owned::Delete,
     };
     GatewayOutput {

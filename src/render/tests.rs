@@ -251,3 +251,58 @@ fn finalize_invalidates_classes_and_gateways_and_keeps_routes_accepted() {
     let legacy = RenderSettings { dataplane_mode: DataplaneMode::Legacy, ..Default::default() };
     assert_eq!(finalize(&index, &legacy, &now()), RenderOutput::default());
 }
+
+/// The dataplane Deployment of `gw` and its `STUNNER_CONFIG_ORIGIN`.
+fn deployment_of(out: &RenderOutput, gw: &str) -> (Deployment, String) {
+    let Owned::Apply(d) = &out.gateways[&ObjectKey::new("ns", gw)].deployment else { panic!("no Deployment") };
+    let env = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].env.clone().unwrap();
+    let origin = env.into_iter().find(|e| e.name == "STUNNER_CONFIG_ORIGIN").unwrap().value.unwrap();
+    (d.clone(), origin)
+}
+
+/// Renders `gw` after a live Deployment like ours but pointing at `origin` (the Go operator's
+/// pod IP), with `annotation` and `unavailable` pods, was seen.
+fn render_over_live(origin: &str, annotation: Option<&str>, unavailable: i32) -> (Deployment, String) {
+    let mut index = index_of(BASE);
+    let (mut live, _) = deployment_of(&render_all(&index, &RenderSettings::default(), &now()), "gw");
+    let env = live.spec.as_mut().unwrap().template.spec.as_mut().unwrap().containers[0].env.as_mut().unwrap();
+    env.iter_mut().find(|e| e.name == "STUNNER_CONFIG_ORIGIN").unwrap().value = Some(origin.into());
+    if let Some(a) = annotation {
+        live.metadata.annotations.get_or_insert_default().insert(crate::keys::ADOPTED_CONFIG.into(), a.into());
+    }
+    live.status = Some(k8s_openapi::api::apps::v1::DeploymentStatus {
+        unavailable_replicas: Some(unavailable),
+        ..Default::default()
+    });
+    index.apply(Resource::Deployment(live));
+    deployment_of(&render_all(&index, &RenderSettings::default(), &now()), "gw")
+}
+
+fn adopted(d: &Deployment) -> Option<String> {
+    d.metadata.annotations.as_ref()?.get(crate::keys::ADOPTED_CONFIG).cloned()
+}
+
+#[test]
+fn a_dataplane_started_by_another_operator_keeps_its_origin_while_its_config_holds() {
+    let index = index_of(BASE);
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    let (ours, our_origin) = deployment_of(&out, "gw");
+    let digest = format!("{:016x}", config(&out, "gw").digest());
+    assert_eq!(adopted(&ours), None, "a new Deployment is simply ours");
+
+    // Taken over: the pods keep the Go operator's address; the config's digest is recorded.
+    let (d, origin) = render_over_live("http://10.0.0.9:13478", None, 0);
+    assert_eq!((origin.as_str(), adopted(&d)), ("http://10.0.0.9:13478", Some(digest.clone())));
+    let (d, origin) = render_over_live("http://10.0.0.9:13478", Some(&digest), 0);
+    assert_eq!((origin.as_str(), adopted(&d)), ("http://10.0.0.9:13478", Some(digest)));
+
+    // The config changed since: the pods must get it from us.
+    let (d, origin) = render_over_live("http://10.0.0.9:13478", Some("0123456789abcdef"), 0);
+    assert_eq!((origin, adopted(&d)), (our_origin.clone(), None));
+    // A pod is unavailable (perhaps restarted against the old address): no more waiting.
+    let (d, origin) = render_over_live("http://10.0.0.9:13478", None, 1);
+    assert_eq!((origin, adopted(&d)), (our_origin.clone(), None));
+    // Already ours: nothing to adopt.
+    let (d, origin) = render_over_live(&our_origin, None, 0);
+    assert_eq!((origin, adopted(&d)), (our_origin, None));
+}

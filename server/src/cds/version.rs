@@ -5,26 +5,17 @@
 //! reconnects to another replica and resumes from the version it holds is sent nothing.
 //! The price is that versions are not ordered; they are only ever compared for equality.
 
-use ring::digest::{SHA256, digest};
 use std::fmt;
 use stunner_gateway::config::StunnerConfig;
 
-/// The first 64 bits of the SHA-256 of the config's normalised JSON, so that two configs
-/// that differ only in defaults the dataplane fills in (which the store treats as equal)
-/// also share a version.
+/// [`StunnerConfig::digest`]: configs that differ only in defaults the dataplane fills in
+/// (which the store treats as equal) share a version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Version(u64);
 
 impl Version {
     pub fn of(config: &StunnerConfig) -> Self {
-        let json = match config.normalized() {
-            Ok(normalized) => normalized.to_json(),
-            Err(_) => config.to_json(),
-        };
-        let sum = digest(&SHA256, json.as_bytes());
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&sum.as_ref()[..8]);
-        Version(u64::from_be_bytes(first))
+        Version(config.digest())
     }
 
     /// Parses the wire form (16 hex digits); anything else is no version.
