@@ -12,16 +12,14 @@
 //! With `CDS_BENCH_PIN=1` the server runs on core 0 and the watchers on core 1, so the
 //! server's figures are not mixed with its clients' work (Linux, `taskset` from util-linux).
 
-use futures_util::StreamExt;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stunner_gateway::config::{ListenerConfig, StunnerConfig};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
 
 fn main() {
     raise_fd_limit();
@@ -48,6 +46,9 @@ fn main() {
         } else {
             vec![Scenario::FanOut { watchers: 10, updates: 3 }, Scenario::Storm { configs: 20 }]
         };
+        // CDS_BENCH_ONLY=<text>: only the scenarios whose name contains it.
+        let only = std::env::var("CDS_BENCH_ONLY").unwrap_or_default();
+        let scenarios: Vec<Scenario> = scenarios.into_iter().filter(|s| s.name().contains(&only)).collect();
         println!("| scenario | last watcher (p50 / p99 / max) | all watchers p99 | server CPU per message | server RSS per idle watcher |");
         println!("|---|---|---|---|---|");
         for s in scenarios {
@@ -67,14 +68,21 @@ enum Scenario {
 }
 
 impl Scenario {
+    fn name(&self) -> String {
+        match self {
+            Scenario::FanOut { watchers, .. } => format!("fan-out {watchers}"),
+            Scenario::Storm { configs } => format!("storm {configs}"),
+            Scenario::Stalled { watchers, stalled, .. } => format!("{stalled} stalled among {watchers}"),
+        }
+    }
+
     async fn run(self) {
         let mut server = ServerProcess::spawn();
-        let (name, ids, per_id, updates, padding, stalled) = match self {
-            Scenario::FanOut { watchers, updates } => (format!("fan-out {watchers}"), 1, watchers, updates, 0, 0),
-            Scenario::Storm { configs } => (format!("storm {configs}"), configs, 1, 3, 0, 0),
-            Scenario::Stalled { watchers, stalled, updates } => {
-                (format!("{stalled} stalled among {watchers}"), 1, watchers, updates, 64 * 1024, stalled)
-            }
+        let name = self.name();
+        let (ids, per_id, updates, padding, stalled) = match self {
+            Scenario::FanOut { watchers, updates } => (1, watchers, updates, 0, 0),
+            Scenario::Storm { configs } => (configs, 1, 3, 0, 0),
+            Scenario::Stalled { watchers, stalled, updates } => (1, watchers, updates, 64 * 1024, stalled),
         };
         let ids: Vec<String> = (0..ids).map(|i| format!("bench/gw-{i}")).collect();
         server.publish(&ids.iter().map(|id| config(id, "initial", padding)).collect::<Vec<_>>());
@@ -179,33 +187,80 @@ async fn collect(rx: &mut mpsc::UnboundedReceiver<(String, Instant)>, tag: &str,
     got
 }
 
-/// A stunnerd-like watcher: reports the realm tag of every config it receives.
+/// A watcher that reports the realm tag of every config it receives. It reads raw WebSocket
+/// frames instead of using a WebSocket library: the clients share this machine with the
+/// server, so the less each costs, the more the latencies measure the server and not them.
 async fn watcher(addr: SocketAddr, id: String, tx: mpsc::UnboundedSender<(String, Instant)>) {
-    let url = format!("ws://{addr}/api/v1/configs/{id}?watch=true");
-    let (mut ws, _) = loop {
-        match tokio_tungstenite::connect_async(&url).await {
-            Ok(ok) => break ok,
+    let mut s = loop {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(s) => break s,
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     };
-    while let Some(Ok(msg)) = ws.next().await {
-        if let Message::Text(t) = msg {
-            let at = Instant::now();
-            let tag = t.split("\"realm\":\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("");
-            if tx.send((tag.to_string(), at)).is_err() {
-                return;
+    s.write_all(upgrade_request(addr, &id).as_bytes()).await.unwrap();
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut message: Vec<u8> = Vec::new();
+    let mut upgraded = false;
+    loop {
+        if s.read_buf(&mut buf).await.map_or(true, |n| n == 0) {
+            return;
+        }
+        if !upgraded {
+            let Some(end) = find(&buf, b"\r\n\r\n") else { continue };
+            assert!(buf.starts_with(b"HTTP/1.1 101"), "upgrade refused: {}", String::from_utf8_lossy(&buf));
+            buf.drain(..end + 4);
+            upgraded = true;
+        }
+        let mut used = 0;
+        while let Some((fin, opcode, payload)) = frame(&buf[used..]) {
+            let payload = used + payload.start..used + payload.end;
+            used = payload.end;
+            match opcode {
+                0 | 1 => message.extend_from_slice(&buf[payload]),
+                8 => return,
+                _ => continue, // Pings: the runs are shorter than the server's ping period.
+            }
+            if fin {
+                let at = Instant::now();
+                let tag = find(&message, b"\"realm\":\"").and_then(|i| {
+                    let rest = &message[i + 9..];
+                    rest.iter().position(|&b| b == b'"').map(|e| String::from_utf8_lossy(&rest[..e]).into_owned())
+                });
+                message.clear();
+                if tx.send((tag.unwrap_or_default(), at)).is_err() {
+                    return;
+                }
             }
         }
+        buf.drain(..used);
     }
+}
+
+/// One complete server frame at the start of `buf`: FIN, opcode and the payload's range.
+fn frame(buf: &[u8]) -> Option<(bool, u8, std::ops::Range<usize>)> {
+    let (&b0, &b1) = (buf.first()?, buf.get(1)?);
+    let (header, len) = match b1 & 0x7f {
+        126 => (4, u16::from_be_bytes(buf.get(2..4)?.try_into().ok()?) as usize),
+        127 => (10, u64::from_be_bytes(buf.get(2..10)?.try_into().ok()?) as usize),
+        n => (2, n as usize),
+    };
+    (buf.len() >= header + len).then_some((b0 & 0x80 != 0, b0 & 0x0f, header..header + len))
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn upgrade_request(addr: SocketAddr, id: &str) -> String {
+    format!(
+        "GET /api/v1/configs/{id}?watch=true HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
 }
 
 /// Completes a WebSocket handshake and then never reads again.
 async fn stalled_watcher(addr: SocketAddr, id: &str) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "GET /api/v1/configs/{id}?watch=true HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
+    s.write_all(upgrade_request(addr, id).as_bytes()).await.unwrap();
     s
 }
 

@@ -148,12 +148,13 @@ impl Index {
         }
     }
 
-    /// A stored Gateway, and the routes that name it (their parent status depends on it).
+    /// A stored Gateway, its class and the routes that name it (their parent status depends on
+    /// it). The class counts because a deleted Gateway is no longer in the index when it is
+    /// rendered: legacy mode renders per class, and must drop the Gateway's listeners.
     fn mark_gateway(&self, gw: &ObjectKey, dirty: &mut Dirty) {
         let r = ObjRef::new(Kind::Gateway, gw.clone());
-        if !self.contains(&r) {
-            return;
-        }
+        let Some(stored) = self.gateways().get(gw) else { return };
+        dirty.classes.insert(stored.spec.gateway_class_name.clone());
         dirty.gateways.insert(gw.clone());
         for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
             dirty.routes.extend(self.referrers(&r, kind).map(|k| ObjRef::new(kind, k.clone())));

@@ -150,6 +150,8 @@ fn gateway_deletion_marks_it_and_its_routes() {
     let d = index.delete(Kind::Gateway, "ns", "gw-a");
     assert_eq!(gws(&d), ["ns/gw-a"]);
     assert_eq!(d.routes.len(), 1);
+    // Its class too: legacy mode re-renders the class's config without the Gateway.
+    assert!(d.classes.contains("class"));
 }
 
 #[test]

@@ -28,14 +28,14 @@ pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_F
 
 use crate::config::{API_VERSION, StunnerConfig};
 use crate::index::{Dirty, Index, Kind, ObjRef, ObjectKey, parent_gateway};
-use crate::keys::DISABLE_MANAGED_DATAPLANE;
+use crate::keys::{DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE};
 use crate::resources::UdpRouteStatus;
 use class::ClassState;
 use gateway_api::gatewayclasses::GatewayClassStatus;
 use gateway_api::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What to do with an object the operator owns.
@@ -64,11 +64,29 @@ pub struct GatewayOutput {
 }
 
 impl GatewayOutput {
-    /// A Gateway that is gone or not ours: only its CDS config is withdrawn; its owned objects
-    /// are garbage-collected through their owner references.
+    /// Only a CDS config decision; every object and the status left as they are.
     fn gone(config: Owned<StunnerConfig>) -> Self {
         GatewayOutput { config, status: None, service: Owned::Keep, deployment: Owned::Keep, delete_daemon_set: false }
     }
+
+    /// A Gateway that was deleted or is no longer ours: `config` for its CDS config, and the
+    /// Service and Deployment it got from us deleted, not left to garbage collection (which
+    /// not every cluster runs promptly, and which never runs when only the class changed).
+    /// Only objects that carry our owned-by label: the writer deletes by name, and a
+    /// same-named object of someone else's must survive.
+    fn removed(index: &Index, key: &ObjectKey, config: Owned<StunnerConfig>) -> Self {
+        GatewayOutput {
+            service: delete_if_ours(index.services().get(key).map(|s| &s.metadata)),
+            deployment: delete_if_ours(index.deployments().get(key).map(|d| &d.metadata)),
+            ..Self::gone(config)
+        }
+    }
+}
+
+fn delete_if_ours<T>(meta: Option<&ObjectMeta>) -> Owned<T> {
+    let labels = meta.and_then(|m| m.labels.as_ref());
+    let ours = labels.and_then(|l| l.get(OWNED_BY_LABEL)).is_some_and(|v| v == OWNED_BY_VALUE);
+    if ours { Owned::Delete } else { Owned::Keep }
 }
 
 /// Everything one render produced, keyed and sorted.
@@ -127,7 +145,7 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
             }
             // Dirty Gateways no class rendered (deleted ones) only lose nothing: no CDS config.
             for key in &dirty.gateways {
-                out.gateways.entry(key.clone()).or_insert_with(|| GatewayOutput::gone(Owned::Keep));
+                out.gateways.entry(key.clone()).or_insert_with(|| GatewayOutput::removed(index, key, Owned::Keep));
             }
         }
     }
@@ -159,9 +177,9 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
 
 /// Managed mode: one config, Service and Deployment per Gateway.
 fn managed_gateway(index: &Index, key: &ObjectKey, settings: &RenderSettings, now: &Time) -> GatewayOutput {
-    let Some(gw) = index.gateways().get(key) else { return GatewayOutput::gone(Owned::Delete) };
+    let Some(gw) = index.gateways().get(key) else { return GatewayOutput::removed(index, key, Owned::Delete) };
     let ready = match class::resolve(index, &gw.spec.gateway_class_name, settings) {
-        ClassState::NotOurs => return GatewayOutput::gone(Owned::Delete),
+        ClassState::NotOurs => return GatewayOutput::removed(index, key, Owned::Delete),
         ClassState::Invalid(_, e) => return invalidated(gw, &e, settings, now),
         ClassState::Ready(c) => c,
     };

@@ -306,3 +306,27 @@ fn a_dataplane_started_by_another_operator_keeps_its_origin_while_its_config_hol
     let (d, origin) = render_over_live(&our_origin, None, 0);
     assert_eq!((origin, adopted(&d)), (our_origin, None));
 }
+
+/// A deleted Gateway's Service and Deployment are deleted by the operator, not left to garbage
+/// collection; a same-named Service without our label is someone else's and stays.
+#[test]
+fn a_deleted_gateways_own_objects_are_deleted_and_no_others() {
+    let mut index = index_of(BASE);
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    let gw = &out.gateways[&ObjectKey::new("ns", "gw")];
+    let (Owned::Apply(service), Owned::Apply(deployment)) = (&gw.service, &gw.deployment) else { panic!("rendered") };
+    index.apply(Resource::Service(service.clone()));
+    index.apply(Resource::Deployment(deployment.clone()));
+    let mut foreign = service.clone();
+    foreign.metadata.name = Some("gw-2".into());
+    foreign.metadata.labels = None;
+    index.apply(Resource::Service(foreign));
+
+    let mut dirty = index.delete(Kind::Gateway, "ns", "gw");
+    dirty.merge(index.delete(Kind::Gateway, "ns", "gw-2"));
+    let out = render(&index, &dirty, &RenderSettings::default(), &now());
+    let gone = &out.gateways[&ObjectKey::new("ns", "gw")];
+    assert_eq!((&gone.config, &gone.service, &gone.deployment), (&Owned::Delete, &Owned::Delete, &Owned::Delete));
+    let other = &out.gateways[&ObjectKey::new("ns", "gw-2")];
+    assert_eq!((&other.service, &other.deployment), (&Owned::Keep, &Owned::Keep));
+}
