@@ -5,11 +5,13 @@
 //! - [`index`]: the in-memory store of watched objects, with reverse references.
 //! - [`render`]: the pure renderer: configs, statuses and owned objects per Gateway.
 //! - [`keys`]: well-known label and annotation keys.
+//! - [`proto`]: the messages of the gRPC config discovery API (cds.proto).
 //! - [`resources`]: the Kubernetes resources: STUNner's CRD types, the Gateway API types consumed, the CRDs.
 
 pub mod cds;
 pub mod config;
 pub mod index;
 pub mod keys;
+pub mod proto;
 pub mod render;
 pub mod resources;

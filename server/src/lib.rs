@@ -2,6 +2,7 @@ pub mod admin;
 pub mod cds;
 pub mod cli;
 pub mod cluster;
+pub mod grpc;
 pub mod metrics;
 pub mod pprof;
 pub mod reconcile;

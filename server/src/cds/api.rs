@@ -1,9 +1,12 @@
 //! The HTTP API of cds-protocol.md §2: plain GETs and, with `watch=true`, WebSocket watches.
 
+use super::clients::{ClientInfo, ClientList, ClientTable};
 use super::handshake;
+use super::metrics::Transport;
+use super::serve::PeerAddr;
 use super::session::{self, Session};
 use super::store::{ConfigStore, Frame, Scope};
-use super::watch::Watch;
+use super::watch::{Held, Watch};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
@@ -23,6 +26,8 @@ pub struct CdsState {
     pub session: session::Settings,
     /// Cancelled when the server shuts down: watch sessions then close with a Close frame.
     pub shutdown: CancellationToken,
+    /// Every connected watch client, of either transport.
+    pub clients: Arc<ClientTable>,
 }
 
 pub fn router(state: Arc<CdsState>) -> Router {
@@ -31,6 +36,7 @@ pub fn router(state: Arc<CdsState>) -> Router {
         .route("/api/v1/configs/{namespace}", get(list_namespace))
         .route("/api/v1/configs/{namespace}/{name}", get(get_one))
         .route("/api/v1/license", get(license))
+        .route("/api/v1/clients", get(clients))
         .fallback(|| async { text_error(StatusCode::NOT_FOUND, "404 page not found") })
         .with_state(state)
 }
@@ -53,6 +59,11 @@ async fn get_one(
 
 async fn license(State(state): State<Arc<CdsState>>) -> Response {
     json_response(StatusCode::OK, Bytes::from(json::to_vec_line(&state.store.license())))
+}
+
+/// The client table (not in upstream): the proto JSON mapping of `ListClientsResponse`.
+async fn clients(State(state): State<Arc<CdsState>>) -> Response {
+    json_response(StatusCode::OK, Bytes::from(json::to_vec_line(&ClientList::from(state.clients.list()))))
 }
 
 async fn serve_scope(state: Arc<CdsState>, scope: Scope, req: Request) -> Response {
@@ -95,13 +106,30 @@ async fn upgrade(state: Arc<CdsState>, scope: Scope, node: Option<String>, req: 
     let permit = parts.extensions.get::<session::ConnectionPermit>().cloned();
     let settings = state.session.clone();
     let shutdown = state.shutdown.clone();
+    let info = ClientInfo {
+        transport: Transport::Websocket,
+        remote_address: parts.extensions.get::<PeerAddr>().map(|p| p.0),
+        node: node.clone().unwrap_or_default(),
+        scope: scope.clone(),
+        client_name: parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string(),
+    };
     // Subscribe only once the handshake is good: a refused upgrade leaves nothing behind.
-    let (watch, initial) = Watch::new(state.store.clone(), scope, node);
+    let (watch, initial) = Watch::resume(state.store.clone(), scope, node, &Held::new());
+    let clients = state.clients.clone();
     let metrics = state.store.metrics.clone();
     settings
         .configure(ws)
         .on_failed_upgrade(|e| tracing::debug!(error = %e, "CDS WebSocket upgrade failed"))
-        .on_upgrade(move |socket| Session { socket, watch, settings, metrics, shutdown, _permit: permit }.run(initial))
+        .on_upgrade(move |socket| {
+            // In the client table from the completed upgrade to the end of the session.
+            let client = clients.register(info);
+            Session { socket, watch, settings, metrics, shutdown, client, _permit: permit }.run(initial)
+        })
 }
 
 /// The parameters upstream binds, with its rules: each key at most once, `watch` a Go bool.

@@ -1,17 +1,34 @@
 //! Prometheus metrics of the config discovery service.
 //!
 //! Not in the Go operator (whose CDS exports nothing); named under the operator's
-//! `stunner_gateway_operator_` prefix, labelled by transport so gRPC can join WebSocket.
+//! `stunner_gateway_operator_` prefix, labelled by transport (`websocket`, `grpc`).
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Transport {
     Websocket,
+    Grpc,
+}
+
+impl Transport {
+    /// The label value and the client table's name: `websocket` or `grpc`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Websocket => "websocket",
+            Transport::Grpc => "grpc",
+        }
+    }
+}
+
+impl EncodeLabelValue for Transport {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -20,6 +37,25 @@ pub struct TransportLabel {
 }
 
 pub const WEBSOCKET: TransportLabel = TransportLabel { transport: Transport::Websocket };
+pub const GRPC: TransportLabel = TransportLabel { transport: Transport::Grpc };
+
+/// What a client said about a version it was sent (gRPC acknowledgements).
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum AckResult {
+    Applied,
+    Rejected,
+}
+
+impl EncodeLabelValue for AckResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, if *self == AckResult::Applied { "applied" } else { "rejected" })
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AckLabel {
+    pub result: AckResult,
+}
 
 #[derive(Clone, Default)]
 pub struct CdsMetrics {
@@ -34,6 +70,8 @@ pub struct CdsMetrics {
     pub dropped_clients: Family<TransportLabel, Counter>,
     /// Connections refused because the connection limit was reached.
     pub rejected_connections: Counter,
+    /// Acknowledgements received from watch clients (gRPC only), by result.
+    pub client_acks: Family<AckLabel, Counter>,
 }
 
 impl CdsMetrics {
@@ -51,6 +89,11 @@ impl CdsMetrics {
             "rejected_connections",
             "Connections refused because the connection limit was reached",
             self.rejected_connections.clone(),
+        );
+        r.register(
+            "client_acks",
+            "Config versions watch clients acknowledged as applied or rejected (gRPC only)",
+            self.client_acks.clone(),
         );
     }
 }

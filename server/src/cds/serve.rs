@@ -1,15 +1,24 @@
-//! The CDS listener: accepts connections within a limit, serves HTTP/1.1 on each, and shuts
-//! down gracefully (watch streams get a Close frame, so clients reconnect elsewhere at once).
+//! The CDS listener: accepts connections within a limit, serves each with HTTP/1.1 or, when it
+//! opens with the HTTP/2 preface (h2c, prior knowledge), HTTP/2, and shuts down gracefully
+//! (watch streams get a Close frame or an UNAVAILABLE status, so clients reconnect elsewhere
+//! at once). gRPC requests (`content-type: application/grpc*`) go to [`crate::grpc`], all
+//! others to the HTTP/WebSocket API: one port, one connection limit for both (docs/grpc.md).
 
 use super::api::{self, CdsState};
+use super::clients::ClientTable;
+use super::metrics::{GRPC, WEBSOCKET};
 use super::session::ConnectionPermit;
 use super::store::ConfigStore;
 use axum::extract::Request;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +38,8 @@ pub struct ServerSettings {
     /// How long shutdown waits for sessions to close before giving up on them.
     pub shutdown_grace: Duration,
     pub session: super::session::Settings,
+    /// The gRPC API's limits (HTTP/2 streams, keepalive, request size).
+    pub grpc: crate::grpc::Settings,
 }
 
 impl Default for ServerSettings {
@@ -38,6 +49,7 @@ impl Default for ServerSettings {
             header_read_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(5),
             session: Default::default(),
+            grpc: Default::default(),
         }
     }
 }
@@ -52,13 +64,21 @@ pub async fn serve(
     extra: axum::Router,
     shutdown: CancellationToken,
 ) {
-    let state =
-        Arc::new(CdsState { store: store.clone(), session: settings.session.clone(), shutdown: shutdown.clone() });
+    let clients = Arc::new(ClientTable::new(store.metrics.clone()));
+    let state = Arc::new(CdsState {
+        store: store.clone(),
+        session: settings.session.clone(),
+        shutdown: shutdown.clone(),
+        clients: clients.clone(),
+    });
     let router = api::router(state).merge(extra);
+    let grpc =
+        crate::grpc::routes(store.clone(), store.metrics.clone(), clients, settings.grpc.clone(), shutdown.clone())
+            .await;
     let slots = Arc::new(Semaphore::new(settings.max_connections));
     let tracker = TaskTracker::new();
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
@@ -81,21 +101,65 @@ pub async fn serve(
         };
         let permit = ConnectionPermit::new(slot);
         let router = router.clone();
+        let grpc = grpc.clone();
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(permit.clone());
-            router.clone().oneshot(req.map(axum::body::Body::new))
+            req.extensions_mut().insert(PeerAddr(peer));
+            let is_grpc = req
+                .headers()
+                .get(axum::http::header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+            let router = router.clone();
+            let grpc = grpc.clone();
+            async move {
+                if is_grpc {
+                    grpc.oneshot(req).await.map(|resp| resp.map(axum::body::Body::new))
+                } else {
+                    router.oneshot(req.map(axum::body::Body::new)).await
+                }
+            }
         });
-        let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).max_buf_size(16 * 1024);
+        let settings = settings.clone();
         let shutdown = shutdown.clone();
         tracker.spawn(async move {
-            let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+            let mut stream = stream;
+            // The first bytes tell HTTP/2 (gRPC) from HTTP/1.1; they must come in time.
+            let prefix = match tokio::time::timeout(settings.header_read_timeout, sniff(&mut stream)).await {
+                Ok(Ok(prefix)) => prefix,
+                Ok(Err(_)) | Err(_) => return,
+            };
+            let is_h2 = prefix == H2_PREFACE;
+            let io = TokioIo::new(Rewind { prefix, inner: stream });
+            if is_h2 {
+                let grpc = &settings.grpc;
+                let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                http.timer(TokioTimer::new())
+                    .max_concurrent_streams(grpc.max_concurrent_streams)
+                    .keep_alive_interval(grpc.keepalive_interval)
+                    .keep_alive_timeout(grpc.keepalive_timeout)
+                    .max_header_list_size(16 * 1024)
+                    .initial_stream_window_size(H2_RECEIVE_WINDOW)
+                    .initial_connection_window_size(4 * H2_RECEIVE_WINDOW);
+                let conn = http.serve_connection(io, service);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = shutdown.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
+                }
+            } else {
+                let mut http = hyper::server::conn::http1::Builder::new();
+                http.timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).max_buf_size(16 * 1024);
+                let conn = http.serve_connection(io, service).with_upgrades();
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = shutdown.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
                 }
             }
         });
@@ -110,8 +174,80 @@ pub async fn serve(
 }
 
 async fn wait_for_sessions(store: &ConfigStore) {
-    while store.metrics.clients.get_or_create(&super::metrics::WEBSOCKET).get() > 0 {
+    // One family lookup at a time: each holds the family's lock while its guard lives.
+    let open = |label| store.metrics.clients.get_or_create(label).get();
+    while open(&WEBSOCKET) + open(&GRPC) > 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The remote address of the connection a request came on (a request extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// What an HTTP/2 connection with prior knowledge (h2c, how gRPC clients connect) opens with.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// HTTP/2 flow-control window for what clients send: requests are small (acks, one start).
+const H2_RECEIVE_WINDOW: u32 = 64 * 1024;
+
+/// Reads the connection's first bytes: the whole HTTP/2 preface, or as much of it as
+/// matches plus the first byte that does not (or less at end of stream).
+async fn sniff(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut prefix = Vec::with_capacity(H2_PREFACE.len());
+    let mut chunk = [0u8; H2_PREFACE.len()];
+    // At most one pass per preface byte: each read returns at least one byte or ends.
+    while prefix.len() < H2_PREFACE.len() {
+        let n = stream.read(&mut chunk[..H2_PREFACE.len() - prefix.len()]).await?;
+        prefix.extend_from_slice(&chunk[..n]);
+        if n == 0 || !H2_PREFACE.starts_with(&prefix) {
+            break;
+        }
+    }
+    Ok(prefix)
+}
+
+/// A stream that replays the bytes [`sniff`] read before reading on.
+struct Rewind {
+    prefix: Vec<u8>,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.drain(..n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -6,9 +6,9 @@
 //! the session: one stuck client costs one task and at most one frame of memory, and
 //! never delays the store or any other client.
 
+use super::clients::Registration;
 use super::metrics::{CdsMetrics, WEBSOCKET};
-use super::store::Frame;
-use super::watch::Watch;
+use super::watch::{Update, Watch};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +66,8 @@ pub(super) struct Session {
     pub settings: Settings,
     pub metrics: CdsMetrics,
     pub shutdown: CancellationToken,
+    /// This client's row in the client table (and the `clients` gauge) while it is connected.
+    pub client: Registration,
     pub _permit: Option<ConnectionPermit>,
 }
 
@@ -79,11 +81,8 @@ enum End {
 }
 
 impl Session {
-    pub async fn run(mut self, initial: Vec<Frame>) {
-        let clients = self.metrics.clients.get_or_create(&WEBSOCKET).clone();
-        clients.inc();
+    pub async fn run(mut self, initial: Vec<Update>) {
         let end = self.serve(initial).await;
-        clients.dec();
         match end {
             End::TooSlow | End::Silent => {
                 self.metrics.dropped_clients.get_or_create(&WEBSOCKET).inc();
@@ -97,17 +96,19 @@ impl Session {
         }
     }
 
-    async fn serve(&mut self, initial: Vec<Frame>) -> End {
+    async fn serve(&mut self, initial: Vec<Update>) -> End {
         let mut pending = initial;
         let mut ping =
             tokio::time::interval_at(Instant::now() + self.settings.ping_interval, self.settings.ping_interval);
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_heard = Instant::now();
         loop {
-            for frame in pending.drain(..) {
-                let len = frame.len() as u64;
-                match timeout(self.settings.write_timeout, self.socket.send(Message::Text(frame))).await {
+            for update in pending.drain(..) {
+                let len = update.frame().len() as u64;
+                let frame = Message::Text(update.variant.frame);
+                match timeout(self.settings.write_timeout, self.socket.send(frame)).await {
                     Ok(Ok(())) => {
+                        self.client.sent(&update.snapshot.id, update.snapshot.version);
                         self.metrics.pushes.get_or_create(&WEBSOCKET).inc();
                         self.metrics.push_bytes.get_or_create(&WEBSOCKET).inc_by(len);
                     }
@@ -123,8 +124,8 @@ impl Session {
                     // Pings are answered by tungstenite itself; data is read and discarded.
                     Some(Ok(_)) => last_heard = Instant::now(),
                 },
-                next = self.watch.next() => match next {
-                    Ok(frames) => pending = frames,
+                next = self.watch.next_updates() => match next {
+                    Ok(updates) => pending = updates,
                     Err(_) => return End::ShuttingDown,
                 },
                 _ = ping.tick() => {

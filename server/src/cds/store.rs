@@ -8,9 +8,10 @@
 use super::metrics::CdsMetrics;
 use super::nodes::NodeAddresses;
 use super::version::Version;
+use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, STUNNER_ADDR_VAR, StunnerConfig};
 use tokio::sync::watch;
@@ -35,6 +36,20 @@ pub struct Snapshot {
     /// Per-node variants of `json`, keyed by the node address they carry; only for configs
     /// with a node-address placeholder.
     patched: Mutex<HashMap<Option<IpAddr>, Frame>>,
+    /// The other transports' encoding (gRPC's `ConfigUpdate`) of `json`, made on first use and
+    /// then shared by every client of this version.
+    encoded: OnceLock<Bytes>,
+    /// The same for each per-node variant.
+    encoded_patched: Mutex<HashMap<Option<IpAddr>, Bytes>>,
+}
+
+/// One wire form of a snapshot: the config as published, or patched for a node.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub frame: Frame,
+    /// `None`: as published; `Some(addr)`: patched with the node address `addr`
+    /// (`None` inside: `$STUNNER_ADDR`, the node had none).
+    patch: Option<Option<IpAddr>>,
 }
 
 impl Snapshot {
@@ -42,7 +57,22 @@ impl Snapshot {
         let version = Version::of(&config);
         let json = Frame::from(config.to_json());
         let normalized = config.normalized().ok();
-        Snapshot { id, version, config, json, deleted, normalized, patched: Mutex::default() }
+        Snapshot {
+            id,
+            version,
+            config,
+            json,
+            deleted,
+            normalized,
+            patched: Mutex::default(),
+            encoded: OnceLock::new(),
+            encoded_patched: Mutex::default(),
+        }
+    }
+
+    /// The zero config of `id`: what clients are sent when the id is deleted.
+    pub fn zero(id: &ConfigId) -> Arc<Self> {
+        Arc::new(Snapshot::new(id.clone(), StunnerConfig::zero(&id.to_string()), true))
     }
 
     /// Whether publishing `config` over this snapshot would change what dataplanes run.
@@ -57,13 +87,23 @@ impl Snapshot {
     /// external address, or by `$STUNNER_ADDR` when the node has none (cds-protocol.md §7).
     /// Deletions are never patched, as upstream.
     pub fn frame_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Frame {
-        let Some(node) = node else { return self.json.clone() };
+        self.variant_for(node, nodes).frame
+    }
+
+    /// The config as published, unpatched.
+    pub fn plain(&self) -> Variant {
+        Variant { frame: self.json.clone(), patch: None }
+    }
+
+    /// [`Self::frame_for`], with what the frame was patched with, for [`Self::encoded`].
+    pub fn variant_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Variant {
+        let Some(node) = node else { return self.plain() };
         if self.deleted || !self.config.has_node_placeholder() {
-            return self.json.clone();
+            return self.plain();
         }
         let addr = nodes.get(node);
         let mut cache = self.patched.lock().expect("patch cache lock");
-        cache
+        let frame = cache
             .entry(addr)
             .or_insert_with(|| {
                 let mut c = self.config.clone();
@@ -73,7 +113,20 @@ impl Snapshot {
                 }
                 Frame::from(c.to_json())
             })
-            .clone()
+            .clone();
+        Variant { frame, patch: Some(addr) }
+    }
+
+    /// Another transport's encoding of `variant` (one of this snapshot's), made by `encode` on
+    /// first use and shared by every client sent the same variant afterwards.
+    pub fn encoded(&self, variant: &Variant, encode: impl FnOnce(&Snapshot, &Frame) -> Bytes) -> Bytes {
+        match variant.patch {
+            None => self.encoded.get_or_init(|| encode(self, &variant.frame)).clone(),
+            Some(addr) => {
+                let mut cache = self.encoded_patched.lock().expect("encode cache lock");
+                cache.entry(addr).or_insert_with(|| encode(self, &variant.frame)).clone()
+            }
+        }
     }
 }
 
@@ -151,8 +204,7 @@ impl ConfigStore {
         if inner.configs.remove(id).is_none() {
             return false;
         }
-        let zero = Arc::new(Snapshot::new(id.clone(), StunnerConfig::zero(&id.to_string()), true));
-        Self::notify_topic(&mut inner, id, zero);
+        Self::notify_topic(&mut inner, id, Snapshot::zero(id));
         drop(inner);
         self.changes.send_replace(());
         true

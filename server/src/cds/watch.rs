@@ -3,14 +3,35 @@
 //! A `Watch` remembers what its client already holds, so it sends each change once and
 //! skips any version that was superseded before the client was ready for it.
 
-use super::store::{ConfigStore, Frame, Scope, Snapshot};
+use super::store::{ConfigStore, Frame, Scope, Snapshot, Variant};
 use super::version::Version;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
-use stunner_gateway::config::StunnerConfig;
 use tokio::sync::watch;
+
+/// One config to send a client: a version of a config id, in the form this client gets it
+/// (patched for its node where that applies).
+#[derive(Debug, Clone)]
+pub struct Update {
+    pub snapshot: Arc<Snapshot>,
+    pub variant: Variant,
+}
+
+impl Update {
+    fn plain(snapshot: Arc<Snapshot>) -> Self {
+        Update { variant: snapshot.plain(), snapshot }
+    }
+
+    /// The config JSON, as sent on the WebSocket API.
+    pub fn frame(&self) -> &Frame {
+        &self.variant.frame
+    }
+}
+
+/// What a client already holds: configs at these versions are not sent to it again.
+pub type Held = BTreeMap<ConfigId, Version>;
 
 /// The store went away (the server is shutting down).
 #[derive(Debug)]
@@ -31,27 +52,52 @@ enum Feed {
         last_sent: Option<Frame>,
     },
     /// Every config in a namespace, or all of them; never patched.
-    Many { scope: Scope, rx: watch::Receiver<()>, sent: BTreeMap<ConfigId, Version> },
+    Many { scope: Scope, rx: watch::Receiver<()>, sent: Held },
 }
 
 impl Watch {
     /// Subscribes to `scope` and returns the watch with the initial snapshot to send first:
     /// one frame per stored config in scope (none if a single id does not exist yet).
     pub fn new(store: Arc<ConfigStore>, scope: Scope, node: Option<String>) -> (Self, Vec<Frame>) {
+        let (watch, initial) = Self::resume(store, scope, node, &Held::new());
+        (watch, initial.into_iter().map(|u| u.variant.frame).collect())
+    }
+
+    /// [`Self::new`] for a client that already holds some configs: a config in scope at the
+    /// version the client holds is not sent; one it holds that is no longer stored is sent as
+    /// a deletion (the zero config), unless what it holds is that zero config.
+    pub fn resume(store: Arc<ConfigStore>, scope: Scope, node: Option<String>, held: &Held) -> (Self, Vec<Update>) {
+        let wanted = |s: &Snapshot| held.get(&s.id) != Some(&s.version);
+        let gone = |id: &ConfigId| {
+            let held = held.get(id)?;
+            let zero = Snapshot::zero(id);
+            (*held != zero.version).then(|| Update::plain(zero))
+        };
         let (feed, initial) = match scope {
             Scope::Config(id) => {
                 let node_rx = node.as_deref().map(|n| store.nodes.subscribe(n));
                 let (rx, current) = store.subscribe_id(&id);
-                let initial: Vec<Frame> = current.iter().map(|s| s.frame_for(node.as_deref(), &store.nodes)).collect();
-                let last_sent = initial.first().cloned();
-                (Feed::One { id, node, rx, node_rx, last_sent }, initial)
+                let (last_sent, initial) = match current {
+                    Some(s) => {
+                        let variant = s.variant_for(node.as_deref(), &store.nodes);
+                        let frame = variant.frame.clone();
+                        let initial = wanted(&s).then(|| Update { snapshot: s, variant });
+                        (Some(frame), initial)
+                    }
+                    None => {
+                        let deletion = gone(&id);
+                        (deletion.as_ref().map(|u| u.frame().clone()), deletion)
+                    }
+                };
+                (Feed::One { id, node, rx, node_rx, last_sent }, initial.into_iter().collect())
             }
             scope => {
                 let mut rx = store.subscribe_changes();
                 rx.borrow_and_update();
                 let current = store.list(&scope);
-                let sent = current.iter().map(|s| (s.id.clone(), s.version)).collect();
-                let initial = current.iter().map(|s| s.json.clone()).collect();
+                let sent = current.iter().map(|s| (s.id.clone(), s.version)).collect::<Held>();
+                let mut initial: Vec<Update> = current.into_iter().filter(|s| wanted(s)).map(Update::plain).collect();
+                initial.extend(held.keys().filter(|id| scope.matches(id) && !sent.contains_key(*id)).filter_map(gone));
                 (Feed::Many { scope, rx, sent }, initial)
             }
         };
@@ -60,8 +106,13 @@ impl Watch {
 
     /// Waits for the next change in scope and returns the frames to send for it.
     pub async fn next(&mut self) -> Result<Vec<Frame>, StoreClosed> {
+        Ok(self.next_updates().await?.into_iter().map(|u| u.variant.frame).collect())
+    }
+
+    /// [`Self::next`] with the version of each frame.
+    pub async fn next_updates(&mut self) -> Result<Vec<Update>, StoreClosed> {
         loop {
-            let frames = match &mut self.feed {
+            let updates = match &mut self.feed {
                 Feed::One { node, rx, node_rx, last_sent, .. } => {
                     match node_rx {
                         Some(node_rx) => tokio::select! {
@@ -72,9 +123,9 @@ impl Watch {
                     }
                     let latest = rx.borrow_and_update().clone();
                     latest
-                        .map(|s| s.frame_for(node.as_deref(), &self.store.nodes))
-                        .filter(|f| last_sent.as_ref().map(Frame::as_str) != Some(f.as_str()))
-                        .inspect(|b| *last_sent = Some(b.clone()))
+                        .map(|s| Update { variant: s.variant_for(node.as_deref(), &self.store.nodes), snapshot: s })
+                        .filter(|u| last_sent.as_ref().map(Frame::as_str) != Some(u.frame().as_str()))
+                        .inspect(|u| *last_sent = Some(u.frame().clone()))
                         .into_iter()
                         .collect()
                 }
@@ -84,20 +135,20 @@ impl Watch {
                     diff(&self.store.list(scope), sent)
                 }
             };
-            if !frames.is_empty() {
-                return Ok(frames);
+            if !updates.is_empty() {
+                return Ok(updates);
             }
         }
     }
 }
 
-/// Frames that bring a list client from `sent` to `current`, updating `sent`: changed and new
+/// Updates that bring a list client from `sent` to `current`, updating `sent`: changed and new
 /// configs, then the zero config of each id that disappeared.
-fn diff(current: &[Arc<Snapshot>], sent: &mut BTreeMap<ConfigId, Version>) -> Vec<Frame> {
-    let mut frames: Vec<Frame> = current
+fn diff(current: &[Arc<Snapshot>], sent: &mut Held) -> Vec<Update> {
+    let mut updates: Vec<Update> = current
         .iter()
         .filter(|s| sent.insert(s.id.clone(), s.version) != Some(s.version))
-        .map(|s| s.json.clone())
+        .map(|s| Update::plain(s.clone()))
         .collect();
     if sent.len() > current.len() {
         let mut live = current.iter().map(|s| &s.id).peekable();
@@ -108,12 +159,12 @@ fn diff(current: &[Arc<Snapshot>], sent: &mut BTreeMap<ConfigId, Version>) -> Ve
             }
             let keep = live.peek() == Some(&id);
             if !keep {
-                frames.push(Frame::from(StunnerConfig::zero(&id.to_string()).to_json()));
+                updates.push(Update::plain(Snapshot::zero(id)));
             }
             keep
         });
     }
-    frames
+    updates
 }
 
 impl Drop for Watch {

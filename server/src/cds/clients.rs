@@ -1,0 +1,332 @@
+//! The client table: every watch client connected to this server, over either transport,
+//! with what it asked for and, per config id, which version it was sent and which it applied.
+//!
+//! A client is registered when its watch starts and removed when it ends (the [`Registration`]
+//! guard's drop). Each client has its own lock: recording a sent frame or an acknowledgement
+//! touches only that client's entry, never a lock shared by all watchers; the table-wide
+//! lock is taken for writing only on connect and disconnect, and for reading by listings.
+//!
+//! Served as JSON on `GET /api/v1/clients` ([`ClientList`], the proto JSON mapping of
+//! `ListClientsResponse`), over gRPC (`ListClients`) and as the `clients` gauge.
+
+use super::metrics::{AckLabel, AckResult, CdsMetrics, Transport, TransportLabel};
+use super::store::Scope;
+use super::version::Version;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use stunner_gateway::cds::ConfigId;
+use stunner_gateway::proto;
+
+/// Longest client-chosen text kept (client names, rejection errors): the table must not grow
+/// with what a client sends.
+const MAX_TEXT: usize = 1024;
+
+/// Who a client is, fixed at registration.
+#[derive(Debug, Clone)]
+pub struct ClientInfo {
+    pub transport: Transport,
+    pub remote_address: Option<SocketAddr>,
+    /// Empty when the client gave none.
+    pub node: String,
+    pub scope: Scope,
+    /// Free-form (gRPC `client_name`, the WebSocket User-Agent); empty when none.
+    pub client_name: String,
+}
+
+/// The versions of one config id a client was sent and what it said about them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ConfigState {
+    sent: Option<Version>,
+    acked: Option<Version>,
+    rejected: Option<Version>,
+    error: String,
+}
+
+/// One connected client.
+pub struct Client {
+    info: ClientInfo,
+    since: k8s_openapi::jiff::Timestamp,
+    configs: Mutex<BTreeMap<ConfigId, ConfigState>>,
+    metrics: CdsMetrics,
+}
+
+impl Client {
+    /// Records that `version` of `id` went out to this client.
+    pub fn sent(&self, id: &ConfigId, version: Version) {
+        let mut configs = self.configs.lock().expect("client lock");
+        match configs.get_mut(id) {
+            Some(state) => state.sent = Some(version),
+            None => {
+                configs.insert(id.clone(), ConfigState { sent: Some(version), ..Default::default() });
+            }
+        }
+    }
+
+    /// Records an acknowledgement: `error` empty means applied, else rejected with that error.
+    /// Only ids this client was sent are recorded; returns whether it was. An applied version
+    /// clears an earlier rejection; a rejection keeps the version last applied (it still runs).
+    pub fn ack(&self, id: &ConfigId, version: Version, error: &str) -> bool {
+        let mut configs = self.configs.lock().expect("client lock");
+        let Some(state) = configs.get_mut(id) else { return false };
+        let result = if error.is_empty() {
+            state.acked = Some(version);
+            state.rejected = None;
+            state.error.clear();
+            AckResult::Applied
+        } else {
+            state.rejected = Some(version);
+            state.error = truncate(error).to_string();
+            AckResult::Rejected
+        };
+        drop(configs);
+        self.metrics.client_acks.get_or_create(&AckLabel { result }).inc();
+        true
+    }
+
+    fn to_proto(&self) -> proto::Client {
+        let version = |v: Option<Version>| v.map(|v| v.to_string()).unwrap_or_default();
+        let configs = self.configs.lock().expect("client lock");
+        proto::Client {
+            transport: self.info.transport.as_str().into(),
+            remote_address: self.info.remote_address.map(|a| a.to_string()).unwrap_or_default(),
+            node: self.info.node.clone(),
+            scope: scope_string(&self.info.scope),
+            client_name: self.info.client_name.clone(),
+            connected_since: self.since.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            configs: configs
+                .iter()
+                .map(|(id, s)| proto::ClientConfig {
+                    id: Some(proto::ConfigId { namespace: id.namespace.clone(), name: id.name.clone() }),
+                    version_sent: version(s.sent),
+                    version_acked: version(s.acked),
+                    version_rejected: version(s.rejected),
+                    error: s.error.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `*`, `<namespace>` or `<namespace>/<name>`.
+pub fn scope_string(scope: &Scope) -> String {
+    match scope {
+        Scope::All => "*".into(),
+        Scope::Namespace(ns) => ns.clone(),
+        Scope::Config(id) => id.to_string(),
+    }
+}
+
+/// At most [`MAX_TEXT`] bytes of `s`, cut at a character boundary.
+pub fn truncate(s: &str) -> &str {
+    if s.len() <= MAX_TEXT {
+        return s;
+    }
+    let mut end = MAX_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Every connected watch client. Share it with an `Arc`.
+#[derive(Default)]
+pub struct ClientTable {
+    clients: RwLock<HashMap<u64, Arc<Client>>>,
+    next_id: AtomicU64,
+    metrics: CdsMetrics,
+}
+
+impl ClientTable {
+    pub fn new(metrics: CdsMetrics) -> Self {
+        ClientTable { clients: RwLock::default(), next_id: AtomicU64::new(0), metrics }
+    }
+
+    /// Adds a client; it stays in the table (and in the `clients` gauge) until the returned
+    /// registration is dropped.
+    pub fn register(self: &Arc<Self>, mut info: ClientInfo) -> Registration {
+        info.client_name = truncate(&info.client_name).to_string();
+        info.node = truncate(&info.node).to_string();
+        let label = TransportLabel { transport: info.transport };
+        let client = Arc::new(Client {
+            info,
+            since: k8s_openapi::jiff::Timestamp::now(),
+            configs: Mutex::default(),
+            metrics: self.metrics.clone(),
+        });
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.clients.write().expect("client table lock").insert(id, client.clone());
+        self.metrics.clients.get_or_create(&label).inc();
+        Registration { table: self.clone(), id, client, label }
+    }
+
+    /// Every client, sorted by connection time, then remote address.
+    pub fn list(&self) -> proto::ListClientsResponse {
+        let mut clients: Vec<(u64, Arc<Client>)> =
+            self.clients.read().expect("client table lock").iter().map(|(id, c)| (*id, c.clone())).collect();
+        // By the time shown (whole seconds), then remote address, then registration order.
+        clients.sort_by_key(|(id, c)| (c.since.as_second(), c.info.remote_address, *id));
+        proto::ListClientsResponse { clients: clients.iter().map(|(_, c)| c.to_proto()).collect() }
+    }
+
+    /// Clients of `transport` connected now.
+    pub fn count(&self, transport: Transport) -> usize {
+        self.clients.read().expect("client table lock").values().filter(|c| c.info.transport == transport).count()
+    }
+}
+
+/// A client's place in the table; dropping it removes the client.
+pub struct Registration {
+    table: Arc<ClientTable>,
+    id: u64,
+    client: Arc<Client>,
+    label: TransportLabel,
+}
+
+impl Registration {
+    /// The client itself, for recording acks elsewhere; it leaves the table only with this.
+    pub fn client(&self) -> Arc<Client> {
+        self.client.clone()
+    }
+}
+
+impl std::ops::Deref for Registration {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.table.clients.write().expect("client table lock").remove(&self.id);
+        self.table.metrics.clients.get_or_create(&self.label).dec();
+    }
+}
+
+/// The JSON of `GET /api/v1/clients`: the proto3 JSON mapping of `ListClientsResponse`
+/// (camelCase keys), except that every key is always present.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientList {
+    pub clients: Vec<ClientJson>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientJson {
+    pub transport: String,
+    pub remote_address: String,
+    pub node: String,
+    pub scope: String,
+    pub client_name: String,
+    pub connected_since: String,
+    pub configs: Vec<ClientConfigJson>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientConfigJson {
+    pub id: ConfigIdJson,
+    pub version_sent: String,
+    pub version_acked: String,
+    pub version_rejected: String,
+    pub error: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigIdJson {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl From<proto::ListClientsResponse> for ClientList {
+    fn from(list: proto::ListClientsResponse) -> Self {
+        ClientList {
+            clients: list
+                .clients
+                .into_iter()
+                .map(|c| ClientJson {
+                    transport: c.transport,
+                    remote_address: c.remote_address,
+                    node: c.node,
+                    scope: c.scope,
+                    client_name: c.client_name,
+                    connected_since: c.connected_since,
+                    configs: c
+                        .configs
+                        .into_iter()
+                        .map(|cc| {
+                            let id = cc.id.unwrap_or_default();
+                            ClientConfigJson {
+                                id: ConfigIdJson { namespace: id.namespace, name: id.name },
+                                version_sent: cc.version_sent,
+                                version_acked: cc.version_acked,
+                                version_rejected: cc.version_rejected,
+                                error: cc.error,
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(transport: Transport, port: u16) -> ClientInfo {
+        ClientInfo {
+            transport,
+            remote_address: Some(SocketAddr::from(([127, 0, 0, 1], port))),
+            node: String::new(),
+            scope: Scope::Namespace("ns".into()),
+            client_name: "é".repeat(MAX_TEXT),
+        }
+    }
+
+    #[test]
+    fn registrations_come_and_go_with_their_guard() {
+        let metrics = CdsMetrics::default();
+        let table = Arc::new(ClientTable::new(metrics.clone()));
+        let a = table.register(info(Transport::Grpc, 2));
+        let b = table.register(info(Transport::Websocket, 1));
+        assert_eq!(table.count(Transport::Grpc), 1);
+        assert_eq!(metrics.clients.get_or_create(&super::super::metrics::GRPC).get(), 1);
+        let list = table.list();
+        assert_eq!(list.clients.len(), 2);
+        assert!(list.clients[0].client_name.len() <= MAX_TEXT, "client-chosen text is bounded");
+        assert_eq!(list.clients[0].scope, "ns");
+        drop(a);
+        assert_eq!(table.count(Transport::Grpc), 0);
+        assert_eq!(metrics.clients.get_or_create(&super::super::metrics::GRPC).get(), 0);
+        drop(b);
+        assert!(table.list().clients.is_empty());
+    }
+
+    #[test]
+    fn acks_update_only_configs_that_were_sent() {
+        let metrics = CdsMetrics::default();
+        let table = Arc::new(ClientTable::new(metrics.clone()));
+        let c = table.register(info(Transport::Grpc, 1));
+        let id = ConfigId::new("ns", "a");
+        let v1 = Version::parse("0000000000000001").unwrap();
+        let v2 = Version::parse("0000000000000002").unwrap();
+        assert!(!c.ack(&id, v1, ""), "never sent");
+        c.sent(&id, v1);
+        assert!(c.ack(&id, v1, ""));
+        c.sent(&id, v2);
+        assert!(c.ack(&id, v2, "bad listener"));
+        let row = &table.list().clients[0].configs[0];
+        assert_eq!(
+            (row.version_sent.as_str(), row.version_acked.as_str(), row.version_rejected.as_str(), row.error.as_str()),
+            ("0000000000000002", "0000000000000001", "0000000000000002", "bad listener")
+        );
+        let applied = metrics.client_acks.get_or_create(&AckLabel { result: AckResult::Applied }).get();
+        let rejected = metrics.client_acks.get_or_create(&AckLabel { result: AckResult::Rejected }).get();
+        assert_eq!((applied, rejected), (1, 1));
+    }
+}

@@ -1,0 +1,145 @@
+//! The ConfigDiscovery service: one-shot calls here, the watch stream in [`super::stream`].
+
+// tonic's `Status` is the natural error of every helper here, large as it is.
+#![allow(clippy::result_large_err)]
+
+use super::config_discovery_server;
+use super::stream::{Outbound, read_acks};
+use super::{Encoded, Settings, encode_list, encode_update};
+use crate::cds::clients::{ClientInfo, ClientTable};
+use crate::cds::metrics::Transport;
+use crate::cds::serve::PeerAddr;
+use crate::cds::watch::{Held, Watch};
+use crate::cds::{CdsMetrics, ConfigStore, Scope, Version};
+use futures_util::Stream;
+use std::pin::Pin;
+use std::sync::Arc;
+use stunner_gateway::cds::ConfigId;
+use stunner_gateway::proto::{self, watch_request};
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The service, cheap to clone.
+#[derive(Clone)]
+pub struct ConfigDiscovery {
+    store: Arc<ConfigStore>,
+    metrics: CdsMetrics,
+    clients: Arc<ClientTable>,
+    settings: Settings,
+    shutdown: CancellationToken,
+}
+
+impl ConfigDiscovery {
+    pub fn new(
+        store: Arc<ConfigStore>,
+        metrics: CdsMetrics,
+        clients: Arc<ClientTable>,
+        settings: Settings,
+        shutdown: CancellationToken,
+    ) -> Self {
+        ConfigDiscovery { store, metrics, clients, settings, shutdown }
+    }
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
+    async fn list(&self, request: Request<proto::ListRequest>) -> Result<Response<Encoded>, Status> {
+        let scope = scope(request.into_inner().scope)?;
+        let updates: Vec<_> = self.store.list(&scope).iter().map(|s| s.encoded(&s.plain(), encode_update)).collect();
+        Ok(Response::new(Encoded(encode_list(&updates))))
+    }
+
+    async fn get(&self, request: Request<proto::GetRequest>) -> Result<Response<Encoded>, Status> {
+        let request = request.into_inner();
+        let id = config_id(request.id, "id")?;
+        let Some(snapshot) = self.store.get(&id) else {
+            return Err(Status::not_found(format!("Config not found for ID {id}")));
+        };
+        let node = (!request.node.is_empty()).then_some(request.node.as_str());
+        let variant = snapshot.variant_for(node, self.store.nodes());
+        Ok(Response::new(Encoded(snapshot.encoded(&variant, encode_update))))
+    }
+
+    type WatchStream = WatchStream;
+
+    async fn watch(&self, request: Request<Streaming<proto::WatchRequest>>) -> Result<Response<WatchStream>, Status> {
+        let remote_address = request.extensions().get::<PeerAddr>().map(|p| p.0);
+        let mut inbound = request.into_inner();
+        let first = tokio::time::timeout(self.settings.start_timeout, inbound.message())
+            .await
+            .map_err(|_| Status::deadline_exceeded("no `start` message in time"))??;
+        let Some(proto::WatchRequest { msg: Some(watch_request::Msg::Start(start)) }) = first else {
+            return Err(Status::invalid_argument("the first message of a watch must be `start`"));
+        };
+        let scope = scope(start.scope)?;
+        let node = match (start.node.is_empty(), &scope) {
+            (true, _) => None,
+            (false, Scope::Config(_)) => Some(start.node),
+            (false, _) => return Err(Status::invalid_argument("`node` needs a single-config scope")),
+        };
+        let held = held(start.resume)?;
+        let (watch, initial) = Watch::resume(self.store.clone(), scope.clone(), node.clone(), &held);
+        let client = self.clients.register(ClientInfo {
+            transport: Transport::Grpc,
+            remote_address,
+            node: node.unwrap_or_default(),
+            scope,
+            client_name: start.client_name,
+        });
+        let (errors_tx, errors_rx) = tokio::sync::oneshot::channel();
+        let reader = tokio::spawn(read_acks(inbound, client.client(), errors_tx));
+        let outbound =
+            Outbound::new(watch, initial, client, errors_rx, reader, self.shutdown.clone(), self.metrics.clone());
+        Ok(Response::new(Box::pin(outbound.into_stream())))
+    }
+
+    async fn get_license(
+        &self,
+        _request: Request<proto::GetLicenseRequest>,
+    ) -> Result<Response<proto::LicenseStatus>, Status> {
+        let status_json = serde_json::to_string(&self.store.license()).map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(proto::LicenseStatus { status_json }))
+    }
+
+    async fn list_clients(
+        &self,
+        _request: Request<proto::ListClientsRequest>,
+    ) -> Result<Response<proto::ListClientsResponse>, Status> {
+        Ok(Response::new(self.clients.list()))
+    }
+}
+
+/// No scope means every config; a scope of a kind this server does not know is an error.
+fn scope(scope: Option<proto::Scope>) -> Result<Scope, Status> {
+    use proto::scope::Kind;
+    match scope.map(|s| s.kind) {
+        None | Some(Some(Kind::All(_))) => Ok(Scope::All),
+        Some(Some(Kind::Namespace(ns))) if !ns.is_empty() => Ok(Scope::Namespace(ns)),
+        Some(Some(Kind::Namespace(_))) => Err(Status::invalid_argument("empty namespace in scope")),
+        Some(Some(Kind::Config(id))) => Ok(Scope::Config(config_id(Some(id), "scope.config")?)),
+        Some(None) => Err(Status::invalid_argument("unknown or empty scope")),
+    }
+}
+
+fn config_id(id: Option<proto::ConfigId>, field: &str) -> Result<ConfigId, Status> {
+    match id {
+        Some(proto::ConfigId { namespace, name }) if !namespace.is_empty() && !name.is_empty() => {
+            Ok(ConfigId::new(namespace, name))
+        }
+        _ => Err(Status::invalid_argument(format!("`{field}` needs a namespace and a name"))),
+    }
+}
+
+pub(super) fn version(v: &str) -> Result<Version, Status> {
+    Version::parse(v).ok_or_else(|| Status::invalid_argument(format!("invalid version {v:?} (16 hex digits)")))
+}
+
+fn held(resume: Vec<proto::Held>) -> Result<Held, Status> {
+    resume.into_iter().map(|h| Ok((config_id(h.id, "resume.id")?, version(&h.version)?))).collect()
+}
+
+pub(super) fn ack_id(id: Option<proto::ConfigId>) -> Result<ConfigId, Status> {
+    config_id(id, "ack.id")
+}

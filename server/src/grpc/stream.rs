@@ -1,0 +1,141 @@
+//! One gRPC watch: the outbound stream of updates and the task that reads the client's acks.
+//!
+//! The outbound stream is polled only when the HTTP/2 stream has send capacity, so a client
+//! that does not read stops the polling; its [`Watch`] meanwhile keeps only the latest version
+//! of each config, and the client is sent that when it reads again (conflation), never a
+//! queue of versions. Acks are read by their own task, whether or not the client reads.
+
+#![allow(clippy::result_large_err)]
+
+use super::service::{ack_id, version};
+use super::{Encoded, encode_update};
+use crate::cds::CdsMetrics;
+use crate::cds::clients::{Client, Registration};
+use crate::cds::metrics::GRPC;
+use crate::cds::watch::{Update, Watch};
+use futures_util::Stream;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use stunner_gateway::proto::{self, watch_request};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::{Status, Streaming};
+
+pub(super) struct Outbound {
+    watch: Watch,
+    pending: VecDeque<Update>,
+    /// The client's row in the table: removed when the stream is dropped (client gone).
+    client: Registration,
+    /// A protocol error found by the ack reader; `None` once the reader ended without one.
+    errors: Option<oneshot::Receiver<Status>>,
+    reader: JoinHandle<()>,
+    shutdown: CancellationToken,
+    metrics: CdsMetrics,
+    done: bool,
+}
+
+impl Outbound {
+    pub fn new(
+        watch: Watch,
+        initial: Vec<Update>,
+        client: Registration,
+        errors: oneshot::Receiver<Status>,
+        reader: JoinHandle<()>,
+        shutdown: CancellationToken,
+        metrics: CdsMetrics,
+    ) -> Self {
+        Outbound {
+            watch,
+            pending: initial.into(),
+            client,
+            errors: Some(errors),
+            reader,
+            shutdown,
+            metrics,
+            done: false,
+        }
+    }
+
+    pub fn into_stream(self) -> impl Stream<Item = Result<Encoded, Status>> + Send {
+        futures_util::stream::unfold(self, |mut out| async move { out.next().await.map(|item| (item, out)) })
+    }
+
+    async fn next(&mut self) -> Option<Result<Encoded, Status>> {
+        if self.done {
+            return None;
+        }
+        if self.pending.is_empty() {
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => {
+                    return self.end(Status::unavailable("the config discovery server is shutting down"));
+                }
+                status = protocol_error(&mut self.errors) => return self.end(status),
+                next = self.watch.next_updates() => match next {
+                    Ok(updates) => self.pending.extend(updates),
+                    Err(_) => return self.end(Status::unavailable("the config discovery server is shutting down")),
+                },
+            }
+        }
+        let update = self.pending.pop_front()?;
+        let bytes = update.snapshot.encoded(&update.variant, encode_update);
+        self.client.sent(&update.snapshot.id, update.snapshot.version);
+        self.metrics.pushes.get_or_create(&GRPC).inc();
+        self.metrics.push_bytes.get_or_create(&GRPC).inc_by(bytes.len() as u64);
+        Some(Ok(Encoded(bytes)))
+    }
+
+    fn end(&mut self, status: Status) -> Option<Result<Encoded, Status>> {
+        self.done = true;
+        Some(Err(status))
+    }
+}
+
+impl Drop for Outbound {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// The reader's error, or never once the reader ended without one.
+async fn protocol_error(errors: &mut Option<oneshot::Receiver<Status>>) -> Status {
+    if let Some(rx) = errors {
+        if let Ok(status) = rx.await {
+            return status;
+        }
+        *errors = None;
+    }
+    std::future::pending().await
+}
+
+/// Reads what the client sends after `start`: acks, recorded in its table row. Another
+/// `start` or a malformed ack ends the watch with INVALID_ARGUMENT; messages of a kind this
+/// server does not know are skipped. Ends when the client closes its side.
+pub(super) async fn read_acks(
+    mut inbound: Streaming<proto::WatchRequest>,
+    client: Arc<Client>,
+    errors: oneshot::Sender<Status>,
+) {
+    let status = loop {
+        match inbound.message().await {
+            Ok(Some(proto::WatchRequest { msg: Some(watch_request::Msg::Ack(ack)) })) => {
+                match ack_id(ack.id).and_then(|id| Ok((id, version(&ack.version)?))) {
+                    Ok((id, v)) => {
+                        if !client.ack(&id, v, &ack.error) {
+                            tracing::debug!(%id, "ignored an ack of a config never sent to this client");
+                        }
+                    }
+                    Err(status) => break status,
+                }
+            }
+            Ok(Some(proto::WatchRequest { msg: Some(watch_request::Msg::Start(_)) })) => {
+                break Status::invalid_argument("a watch takes one `start`; after it, only `ack`s");
+            }
+            Ok(Some(proto::WatchRequest { msg: None })) => {}
+            Ok(None) => return,
+            Err(status) => break status,
+        }
+    };
+    let _ = errors.send(status);
+}
