@@ -1,0 +1,610 @@
+//! The deploy artifacts: `deploy/manifests` (kustomize) and `deploy/helm/stunner-gateway-operator`,
+//! rendered by real Helm and real kustomize (`tests/deploytool`, built from their Go modules by
+//! `tests/deploytool/build.sh`; `scripts/test` runs it). `DEPLOYTOOL` overrides the binary.
+//!
+//! What is pinned: the objects and names both render, the operator pod (CDS label, args, env),
+//! the optional objects (PDB, ServiceMonitor, pprof), one RBAC truth (the chart's ClusterRole
+//! equals the manifests'), RBAC covering every kind `server/src/cluster/source.rs` watches and
+//! `server/src/cluster/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
+//! operator-behavior.md §10.2, and every namespaced object in `stunner-system`.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NAMESPACE: &str = "stunner-system";
+const OPERATOR: &str = "stunner-gateway-operator";
+const CDS_LABEL: &str = "stunner.l7mp.io/config-discovery-service";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart() -> String {
+    repo().join("deploy/helm/stunner-gateway-operator").display().to_string()
+}
+
+fn manifests() -> PathBuf {
+    repo().join("deploy/manifests")
+}
+
+/// Runs deploytool; panics with its stderr unless it succeeds.
+fn deploytool(args: &[&str]) -> String {
+    let bin = std::env::var_os("DEPLOYTOOL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("tests/deploytool/bin/deploytool"));
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `tests/deploytool/build.sh` (scripts/test does), or point DEPLOYTOOL at it",
+        bin.display()
+    );
+    let out = Command::new(&bin).args(args).output().unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "deploytool {args:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The documents of a multi-document YAML stream, empty ones dropped.
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("bad YAML: {e}\n{yaml}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn helm(sets: &[&str]) -> Vec<Value> {
+    helm_in(NAMESPACE, sets)
+}
+
+fn helm_in(namespace: &str, sets: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut args = vec!["helm-template", chart.as_str(), "--namespace", namespace];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    documents(&deploytool(&args))
+}
+
+fn kustomize(dir: &Path) -> Vec<Value> {
+    documents(&deploytool(&["kustomize", dir.to_str().unwrap()]))
+}
+
+fn kind_name(o: &Value) -> (String, String) {
+    (o["kind"].as_str().unwrap().to_string(), o["metadata"]["name"].as_str().unwrap().to_string())
+}
+
+fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} among {:?}", objs.iter().map(kind_name).collect::<Vec<_>>()))
+}
+
+fn has(objs: &[Value], kind: &str) -> bool {
+    objs.iter().any(|o| o["kind"] == kind)
+}
+
+/// Kinds without a namespace.
+fn cluster_scoped(kind: &str) -> bool {
+    matches!(kind, "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "CustomResourceDefinition" | "Dataplane")
+}
+
+fn assert_namespaces(objs: &[Value], namespace: &str) {
+    for o in objs {
+        let (kind, name) = kind_name(o);
+        if cluster_scoped(&kind) {
+            assert!(o["metadata"]["namespace"].is_null(), "{kind} {name} is cluster-scoped but has a namespace");
+        } else {
+            assert_eq!(o["metadata"]["namespace"], namespace, "{kind} {name}");
+        }
+        for s in o["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(s["namespace"], namespace, "subject of {kind} {name}");
+        }
+    }
+}
+
+/// The CRDs of deploy/crds, by name.
+fn deploy_crds() -> BTreeMap<String, Value> {
+    let mut crds = BTreeMap::new();
+    for entry in std::fs::read_dir(repo().join("deploy/crds")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            for crd in documents(&std::fs::read_to_string(&path).unwrap()) {
+                crds.insert(kind_name(&crd).1, crd);
+            }
+        }
+    }
+    assert_eq!(crds.len(), 4, "deploy/crds");
+    crds
+}
+
+fn crds_of(objs: &[Value]) -> BTreeMap<String, Value> {
+    objs.iter().filter(|o| o["kind"] == "CustomResourceDefinition").map(|o| (kind_name(o).1, o.clone())).collect()
+}
+
+/// The objects both renderings must hold, besides the CRDs.
+fn expected_objects() -> BTreeSet<(String, String)> {
+    [
+        ("ServiceAccount", OPERATOR),
+        ("ClusterRole", OPERATOR),
+        ("ClusterRoleBinding", OPERATOR),
+        ("Role", "stunner-gateway-operator-leader-election"),
+        ("RoleBinding", "stunner-gateway-operator-leader-election"),
+        ("Deployment", OPERATOR),
+        ("Service", "stunner-config-discovery"),
+        ("Service", "stunner-gateway-operator-metrics"),
+        ("PodDisruptionBudget", OPERATOR),
+        ("NetworkPolicy", OPERATOR),
+        ("Dataplane", "default"),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n.to_string()))
+    .collect()
+}
+
+fn non_crd_objects(objs: &[Value]) -> BTreeSet<(String, String)> {
+    objs.iter().filter(|o| o["kind"] != "CustomResourceDefinition").map(kind_name).collect()
+}
+
+/// The operator container of the rendered Deployment.
+fn operator_container(objs: &[Value]) -> &Value {
+    let containers = find(objs, "Deployment", OPERATOR)["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    &containers[0]
+}
+
+fn args(objs: &[Value]) -> Vec<String> {
+    operator_container(objs)["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect()
+}
+
+fn env(objs: &[Value], name: &str) -> Value {
+    operator_container(objs)["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn pod_labels(objs: &[Value]) -> &serde_json::Map<String, Value> {
+    find(objs, "Deployment", OPERATOR)["spec"]["template"]["metadata"]["labels"].as_object().unwrap()
+}
+
+/// `selector` (a label map) selects a pod with `labels`.
+fn selects(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
+    selector.as_object().unwrap().iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The operator pod template as both renderings must have it.
+fn check_operator_pod(objs: &[Value], namespace: &str) {
+    let labels = pod_labels(objs);
+    assert_eq!(labels.get(CDS_LABEL), Some(&json!("enabled")), "the CDS label on the operator pods");
+    assert_eq!(labels.get("app.kubernetes.io/name"), Some(&json!(OPERATOR)));
+    let deployment = find(objs, "Deployment", OPERATOR);
+    assert!(selects(&deployment["spec"]["selector"]["matchLabels"], labels));
+    assert_eq!(deployment["spec"]["template"]["spec"]["serviceAccountName"], OPERATOR);
+    assert!(args(objs).contains(&"--leader-elect".to_string()), "{:?}", args(objs));
+    assert_eq!(env(objs, "POD_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"], "metadata.namespace");
+    // Dataplanes are told the CDS Service in POD_NAMESPACE at 13478 (the operator's default),
+    // not a pod IP: upstream's STUNNER_GATEWAY_OPERATOR_ADDRESS stays unset.
+    assert!(env(objs, "STUNNER_GATEWAY_OPERATOR_ADDRESS").is_null(), "no pod address advertised");
+    let service = find(objs, "Service", "stunner-config-discovery");
+    assert_eq!(service["metadata"]["namespace"], namespace);
+    assert_eq!(service["spec"]["ports"][0]["port"], 13478, "the port the operator advertises");
+    let container = operator_container(objs);
+    let ports: BTreeMap<&str, i64> = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["containerPort"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(ports, BTreeMap::from([("cds", 13478), ("metrics", 8080), ("health", 8081)]));
+    assert_eq!(container["livenessProbe"]["httpGet"], json!({"path": "/healthz", "port": "health"}));
+    assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "health"}));
+    let sc = &container["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert!(!pod["affinity"]["podAntiAffinity"].is_null(), "replicas spread over nodes");
+    // The Services, the PDB and the NetworkPolicy select the operator pods.
+    let cds = find(objs, "Service", "stunner-config-discovery");
+    assert_eq!(cds["spec"]["ports"], json!([{"name": "cds", "port": 13478, "targetPort": "cds", "protocol": "TCP"}]));
+    assert_eq!(cds["spec"]["selector"][CDS_LABEL], "enabled");
+    assert!(selects(&cds["spec"]["selector"], labels));
+    assert!(selects(&find(objs, "Service", "stunner-gateway-operator-metrics")["spec"]["selector"], labels));
+    if has(objs, "PodDisruptionBudget") {
+        let pdb = find(objs, "PodDisruptionBudget", OPERATOR);
+        assert_eq!(pdb["spec"]["minAvailable"], 1);
+        assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
+    }
+    let np = find(objs, "NetworkPolicy", OPERATOR);
+    assert!(selects(&np["spec"]["podSelector"]["matchLabels"], labels));
+}
+
+/// Ingress rules of the NetworkPolicy: CDS only from stunnerd pods (any namespace) and the
+/// operator's own; metrics from any namespace.
+fn check_network_policy(objs: &[Value]) {
+    let np = find(objs, "NetworkPolicy", OPERATOR);
+    assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
+    let rules = np["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert_eq!(rules[0]["ports"], json!([{"port": 13478, "protocol": "TCP"}]));
+    let from = rules[0]["from"].as_array().unwrap();
+    assert_eq!(from.len(), 2);
+    assert_eq!(from[0], json!({"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "stunner"}}}));
+    assert!(from[1]["namespaceSelector"].is_null(), "the operator's own pods: same namespace only");
+    assert!(selects(&from[1]["podSelector"]["matchLabels"], pod_labels(objs)));
+    assert_eq!(rules[1]["ports"], json!([{"port": 8080, "protocol": "TCP"}]));
+    assert_eq!(rules[1]["from"], json!([{"namespaceSelector": {}}]));
+}
+
+fn default_dataplane() -> Value {
+    // operator-behavior.md §10.2
+    json!({
+        "apiVersion": "stunner.l7mp.io/v1",
+        "kind": "Dataplane",
+        "metadata": {"name": "default"},
+        "spec": {
+            "replicas": 1,
+            "resources": {
+                "limits": {"cpu": "250m", "memory": "120Mi"},
+                "requests": {"cpu": "250m", "memory": "120Mi"},
+            },
+            "terminationGracePeriodSeconds": 60,
+            "enableMetricsEndpoint": true,
+        },
+    })
+}
+
+#[test]
+fn helm_lint_passes() {
+    let out = deploytool(&["helm-lint", "--strict", &chart()]);
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+}
+
+#[test]
+fn helm_template_defaults() {
+    let objs = helm(&[]);
+    assert_eq!(non_crd_objects(&objs), expected_objects());
+    assert_eq!(crds_of(&objs), deploy_crds(), "the chart's crds/ are deploy/crds");
+    assert_namespaces(&objs, NAMESPACE);
+    check_operator_pod(&objs, NAMESPACE);
+    check_network_policy(&objs);
+    let a = args(&objs);
+    for flag in [
+        "--controller-name=stunner.l7mp.io/gateway-operator",
+        "--dataplane-mode=managed",
+        "--throttle-timeout=250ms",
+        "--endpoint-discovery=true",
+    ] {
+        assert!(a.contains(&flag.to_string()), "{flag} in {a:?}");
+    }
+    assert!(!a.iter().any(|f| f.contains("pprof")), "pprof is off by default: {a:?}");
+    assert!(!a.iter().any(|f| f.contains("finalizer")), "{a:?}");
+    let deployment = find(&objs, "Deployment", OPERATOR);
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(operator_container(&objs)["image"], "ghcr.io/l7mp/stunner-gateway-operator-rs:latest");
+    let mut dataplane = find(&objs, "Dataplane", "default").clone();
+    dataplane["metadata"].as_object_mut().unwrap().remove("labels");
+    assert_eq!(dataplane, default_dataplane());
+}
+
+#[test]
+fn helm_template_follows_the_release_namespace() {
+    let objs = helm_in("media", &[]);
+    assert_namespaces(&objs, "media");
+    check_operator_pod(&objs, "media");
+}
+
+#[test]
+fn helm_pdb_only_with_more_than_one_replica() {
+    let objs = helm(&["replicas=1"]);
+    assert!(!has(&objs, "PodDisruptionBudget"), "minAvailable 1 of 1 would block node drains");
+    assert_eq!(find(&objs, "Deployment", OPERATOR)["spec"]["replicas"], 1);
+    assert!(!has(&helm(&["pdb.enabled=false"]), "PodDisruptionBudget"));
+    assert!(has(&helm(&["replicas=3"]), "PodDisruptionBudget"));
+}
+
+#[test]
+fn helm_without_leader_election() {
+    let objs = helm(&["replicas=1", "leaderElect=false"]);
+    assert!(!args(&objs).contains(&"--leader-elect".to_string()));
+    assert!(!has(&objs, "Role") && !has(&objs, "RoleBinding"));
+    // Two writers would fight: the chart refuses.
+    let chart = chart();
+    let out = Command::new(
+        std::env::var_os("DEPLOYTOOL")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo().join("tests/deploytool/bin/deploytool")),
+    )
+    .args(["helm-template", chart.as_str(), "--set", "leaderElect=false"])
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs leaderElect"));
+}
+
+#[test]
+fn helm_service_monitor_only_when_enabled() {
+    assert!(!has(&helm(&[]), "ServiceMonitor"));
+    let objs = helm(&["metrics.serviceMonitor.enabled=true"]);
+    let sm = find(&objs, "ServiceMonitor", OPERATOR);
+    assert_eq!(sm["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    let metrics = find(&objs, "Service", "stunner-gateway-operator-metrics");
+    let labels = metrics["metadata"]["labels"].as_object().unwrap();
+    assert!(selects(&sm["spec"]["selector"]["matchLabels"], labels));
+    let cds = find(&objs, "Service", "stunner-config-discovery");
+    assert!(!selects(&sm["spec"]["selector"]["matchLabels"], cds["metadata"]["labels"].as_object().unwrap()));
+}
+
+#[test]
+fn helm_pprof_binds_to_loopback_when_enabled() {
+    let a = args(&helm(&["pprof.enabled=true"]));
+    let pprof: Vec<_> = a.iter().filter(|f| f.starts_with("--pprof-bind-address=")).collect();
+    assert_eq!(pprof, ["--pprof-bind-address=127.0.0.1:6060"]);
+}
+
+#[test]
+fn helm_values_reach_the_operator() {
+    let objs = helm(&[
+        "controllerName=example.com/stunner",
+        "dataplaneMode=legacy",
+        "throttleTimeout=1s",
+        "endpointDiscovery=false",
+        "enableFinalizer=true",
+        "cds.port=14000",
+        "cds.serviceName=cds",
+        "networkPolicy.enabled=false",
+        "defaultDataplane.enabled=false",
+        "image.tag=v1.2.3",
+    ]);
+    let a = args(&objs);
+    for flag in [
+        "--controller-name=example.com/stunner",
+        "--dataplane-mode=legacy",
+        "--throttle-timeout=1s",
+        "--endpoint-discovery=false",
+        "--enable-finalizer",
+        "--config-discovery-address=:14000",
+    ] {
+        assert!(a.contains(&flag.to_string()), "{flag} in {a:?}");
+    }
+    assert!(a.contains(&"--config-discovery-service=cds".to_string()), "{a:?}");
+    assert_eq!(find(&objs, "Service", "cds")["spec"]["ports"][0]["port"], 13478, "the Service port is fixed");
+    assert_eq!(find(&objs, "Service", "cds")["spec"]["ports"][0]["targetPort"], "cds");
+    assert!(!has(&objs, "NetworkPolicy") && !has(&objs, "Dataplane"));
+    assert_eq!(operator_container(&objs)["image"], "ghcr.io/l7mp/stunner-gateway-operator-rs:v1.2.3");
+}
+
+/// The chart's crds/ is a symlink to deploy/crds: `helm package` must store the files.
+#[test]
+fn helm_package_includes_the_symlinked_crds() {
+    let dir = std::env::temp_dir().join(format!("stunner-deploy-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tgz = deploytool(&["helm-package", &chart(), dir.to_str().unwrap()]);
+    let objs = documents(&deploytool(&["helm-template", tgz.trim()]));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(crds_of(&objs), deploy_crds());
+    assert_eq!(non_crd_objects(&objs), expected_objects());
+}
+
+#[test]
+fn kustomize_build() {
+    let objs = kustomize(&manifests());
+    let mut expected = expected_objects();
+    expected.insert(("Namespace".into(), NAMESPACE.into()));
+    assert_eq!(non_crd_objects(&objs), expected);
+    assert_eq!(crds_of(&objs), deploy_crds(), "kustomize lists every CRD in deploy/crds (deploy/crds/Kustomization)");
+    assert_namespaces(&objs, NAMESPACE);
+    check_operator_pod(&objs, NAMESPACE);
+    check_network_policy(&objs);
+    assert_eq!(args(&objs), ["--leader-elect"]);
+    assert_eq!(find(&objs, "Deployment", OPERATOR)["spec"]["replicas"], 2);
+    assert_eq!(find(&objs, "Dataplane", "default"), &default_dataplane());
+    // `kubectl apply -k deploy/crds`, the first install step (docs/deploy.md).
+    assert_eq!(crds_of(&kustomize(&repo().join("deploy/crds"))), deploy_crds());
+}
+
+/// Each file of deploy/manifests works on its own (`kubectl apply -f`): namespaced objects name
+/// their namespace.
+#[test]
+fn every_manifest_names_its_namespace() {
+    let mut seen = 0;
+    for dir in [manifests(), manifests().join("monitoring")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.extension().is_none_or(|e| e != "yaml") || name == "kustomization.yaml" {
+                continue;
+            }
+            let objs = documents(&std::fs::read_to_string(&path).unwrap());
+            assert!(!objs.is_empty(), "{}", path.display());
+            assert_namespaces(&objs, NAMESPACE);
+            seen += objs.len();
+        }
+    }
+    assert!(seen >= 13, "{seen} objects");
+}
+
+/// The ServiceMonitor component on top of the base.
+#[test]
+fn kustomize_monitoring_component() {
+    let dir = std::env::temp_dir().join(format!("stunner-deploy-monitoring-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // kustomize takes relative paths only: from the temp dir up to / and down to the repo.
+    let up = "../".repeat(dir.components().count() - 1);
+    let base = format!("{up}{}", manifests().display().to_string().trim_start_matches('/'));
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n- {base}/monitoring\n"
+        ),
+    )
+    .unwrap();
+    let objs = kustomize(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let sm = find(&objs, "ServiceMonitor", OPERATOR);
+    assert_eq!(sm["metadata"]["namespace"], NAMESPACE);
+    let metrics = find(&objs, "Service", "stunner-gateway-operator-metrics");
+    assert!(selects(&sm["spec"]["selector"]["matchLabels"], metrics["metadata"]["labels"].as_object().unwrap()));
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], metrics["spec"]["ports"][0]["name"]);
+    assert!(!has(&kustomize(&manifests()), "ServiceMonitor"), "not in the base");
+}
+
+/// One RBAC truth: the chart renders the manifests' rules.
+#[test]
+fn chart_and_manifests_grant_the_same_rbac() {
+    let chart = helm(&[]);
+    let plain = kustomize(&manifests());
+    for (kind, name) in [("ClusterRole", OPERATOR), ("Role", "stunner-gateway-operator-leader-election")] {
+        assert_eq!(find(&chart, kind, name)["rules"], find(&plain, kind, name)["rules"], "{kind} {name}");
+    }
+    for (kind, name) in [("ClusterRoleBinding", OPERATOR), ("RoleBinding", "stunner-gateway-operator-leader-election")]
+    {
+        assert_eq!(find(&chart, kind, name)["roleRef"], find(&plain, kind, name)["roleRef"]);
+        assert_eq!(find(&chart, kind, name)["subjects"], find(&plain, kind, name)["subjects"]);
+    }
+    // The rest of the operator pod too, where values do not make the chart differ.
+    let (c, p) = (operator_container(&chart), operator_container(&plain));
+    for field in ["ports", "livenessProbe", "readinessProbe", "resources", "securityContext", "lifecycle", "image"] {
+        assert_eq!(c[field], p[field], "container {field}");
+    }
+    let pod = |objs: &[Value]| find(objs, "Deployment", OPERATOR)["spec"]["template"]["spec"].clone();
+    for field in ["securityContext", "terminationGracePeriodSeconds", "serviceAccountName"] {
+        assert_eq!(pod(&chart)[field], pod(&plain)[field], "pod {field}");
+    }
+}
+
+/// `(apiGroup, resource) -> verbs` granted by the rules of `role`.
+fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut grants: BTreeMap<_, BTreeSet<String>> = BTreeMap::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let strings = |field: &str| -> Vec<String> {
+            rule[field].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+        };
+        assert!(rule["resourceNames"].is_null() && rule["nonResourceURLs"].is_null());
+        for group in strings("apiGroups") {
+            for resource in strings("resources") {
+                grants.entry((group.clone(), resource)).or_default().extend(strings("verbs"));
+            }
+        }
+    }
+    grants
+}
+
+fn allows(grants: &BTreeMap<(String, String), BTreeSet<String>>, group: &str, resource: &str, verb: &str) -> bool {
+    grants.get(&(group.to_string(), resource.to_string())).is_some_and(|v| v.contains(verb))
+}
+
+fn source(path: &str) -> String {
+    std::fs::read_to_string(repo().join(path)).unwrap()
+}
+
+/// The `(group, resource)` of each index kind a watcher can follow.
+fn watched_resource(kind: &str) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
+        "GatewayClass" => ("gateway.networking.k8s.io", "gatewayclasses"),
+        "Gateway" => ("gateway.networking.k8s.io", "gateways"),
+        "GatewayUdpRoute" => ("gateway.networking.k8s.io", "udproutes"),
+        "GatewayConfig" => ("stunner.l7mp.io", "gatewayconfigs"),
+        "Dataplane" => ("stunner.l7mp.io", "dataplanes"),
+        "UdpRoute" => ("stunner.l7mp.io", "udproutes"),
+        "StaticService" => ("stunner.l7mp.io", "staticservices"),
+        "Service" => ("", "services"),
+        "Endpoints" => ("", "endpoints"),
+        "EndpointSlice" => ("discovery.k8s.io", "endpointslices"),
+        "Secret" => ("", "secrets"),
+        "Node" => ("", "nodes"),
+        "Namespace" => ("", "namespaces"),
+        "Deployment" => ("apps", "deployments"),
+        _ => return None,
+    })
+}
+
+/// Every watcher `server/src/cluster/source.rs` starts (`w.add::<T>(Kind::X, ..)`) can list and
+/// watch its kind cluster-wide.
+#[test]
+fn cluster_role_covers_every_watched_kind() {
+    let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
+    let text = source("server/src/cluster/source.rs");
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("w.add::<"))
+        .map(|l| l.split("(Kind::").nth(1).and_then(|r| r.split(',').next()).expect("w.add::<T>(Kind::X, ..)"))
+        .collect();
+    assert!(kinds.len() >= 14, "watchers found in source.rs: {kinds:?}");
+    for kind in kinds {
+        let (group, resource) = watched_resource(kind).unwrap_or_else(|| {
+            panic!("source.rs watches Kind::{kind}: add it to watched_resource() and to the ClusterRole")
+        });
+        for verb in ["get", "list", "watch"] {
+            assert!(allows(&grants, group, resource, verb), "{verb} {group}/{resource} (Kind::{kind})");
+        }
+    }
+}
+
+/// Every kind `server/src/cluster/ops.rs` writes can be written the way writer.rs writes it:
+/// server-side apply (PATCH) of statuses and owned objects, DELETE of owned objects. An apply
+/// that creates its object is also checked against `create` by the API server.
+#[test]
+fn cluster_role_covers_every_write() {
+    let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
+    // (subresource, verb) per WriteKind, from ops_of(): statuses of the Gateway API objects and
+    // routes; Service, Deployment, ConfigMap applied or deleted; DaemonSet only deleted.
+    let needs = |kind: &str| -> &'static [(&'static str, &'static str)] {
+        match kind {
+            "GatewayClass" | "Gateway" | "UdpRoute" | "GatewayUdpRoute" => &[("/status", "patch")],
+            "Service" | "ConfigMap" | "Deployment" => &[("", "create"), ("", "patch"), ("", "delete")],
+            "DaemonSet" => &[("", "delete")],
+            other => panic!("ops.rs writes WriteKind::{other}: say how in this test and grant it in the ClusterRole"),
+        }
+    };
+    let text = source("server/src/cluster/ops.rs");
+    let mut count = 0;
+    for line in text.lines().filter(|l| l.trim_start().starts_with("WriteKind::") && l.contains("=> (\"")) {
+        let kind = line.trim_start().trim_start_matches("WriteKind::").split(' ').next().unwrap();
+        let quoted: Vec<&str> = line.split('"').collect();
+        let (group, plural) = (quoted[1], quoted[7]);
+        for (sub, verb) in needs(kind) {
+            assert!(allows(&grants, group, &format!("{plural}{sub}"), verb), "{verb} {group}/{plural}{sub} ({kind})");
+        }
+        count += 1;
+    }
+    assert_eq!(count, 8, "WriteKind::api() lines parsed from ops.rs");
+}
+
+/// Least privilege: no wildcards, create only for the objects the operator applies, Secrets
+/// and the other read-only kinds never written, and leader election confined to its namespace.
+#[test]
+fn rbac_is_least_privilege() {
+    let objs = kustomize(&manifests());
+    let cluster = grants(find(&objs, "ClusterRole", OPERATOR));
+    for ((group, resource), verbs) in &cluster {
+        assert!(group != "*" && resource != "*" && !verbs.contains("*"), "wildcard on {group}/{resource}");
+        let applied = matches!(resource.as_str(), "services" | "configmaps" | "deployments");
+        assert!(!verbs.contains("create") || applied, "create {group}/{resource}: only the applied kinds");
+        assert!(!verbs.contains("deletecollection") && !verbs.contains("escalate") && !verbs.contains("bind"));
+    }
+    for resource in ["secrets", "nodes", "namespaces", "endpoints"] {
+        assert_eq!(
+            cluster[&(String::new(), resource.to_string())],
+            BTreeSet::from(["get", "list", "watch"].map(String::from))
+        );
+    }
+    assert!(!cluster.contains_key(&("coordination.k8s.io".to_string(), "leases".to_string())));
+    let role = grants(find(&objs, "Role", "stunner-gateway-operator-leader-election"));
+    for verb in ["get", "create", "update"] {
+        assert!(allows(&role, "coordination.k8s.io", "leases", verb), "lease.rs needs {verb}");
+    }
+}
