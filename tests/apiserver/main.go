@@ -6,7 +6,11 @@
 // stdout, and shuts down cleanly when its standard input closes (or on
 // SIGINT/SIGTERM). Everything else it prints goes to stderr.
 //
-// Usage: apiserver [--dir DIR] [--self-test] [--etcd-log-level LEVEL] [-- kube-apiserver flags...]
+// With --state-dir and --port, a second run on the same state directory and port is a
+// restart of the same cluster: the etcd data, the CA and serving cert, the tokens and the
+// service-account key are reused, so clients of the first run keep working.
+//
+// Usage: apiserver [--dir DIR] [--state-dir DIR] [--port N] [--self-test] [--etcd-log-level LEVEL] [-- kube-apiserver flags...]
 package main
 
 import (
@@ -29,6 +33,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,6 +74,8 @@ func run() error {
 	selfTest := flag.Bool("self-test", false, "after startup, create a namespace and a CRD as admin and check that RBAC denies the operator user; exit 1 on failure")
 	etcdLogLevel := flag.String("etcd-log-level", "error", "embedded etcd log level (debug, info, warn, error)")
 	readyTimeout := flag.Duration("ready-timeout", 3*time.Minute, "give up if the apiserver is not ready by then")
+	stateDir := flag.String("state-dir", "", "keep etcd's data, the PKI, the tokens and etcd's ports here and reuse them on the next run (default: a temp dir, removed on exit)")
+	port := flag.Int("port", 0, "the apiserver's port on 127.0.0.1 (default: one the kernel picks)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags] [-- kube-apiserver flags...]\n", os.Args[0])
 		flag.PrintDefaults()
@@ -90,11 +97,22 @@ func run() error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() { s := <-sigs; stop <- "signal " + s.String() }()
 
-	work, err := os.MkdirTemp("", "stunner-apiserver-")
-	if err != nil {
-		return err
+	var work string
+	var err error
+	if *stateDir != "" {
+		if work, err = filepath.Abs(*stateDir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(work, 0o700); err != nil {
+			return err
+		}
+	} else {
+		if work, err = os.MkdirTemp("", "stunner-apiserver-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
 	}
-	defer os.RemoveAll(work)
+	reuse := *stateDir != ""
 
 	outDir := *dir
 	if outDir == "" {
@@ -108,7 +126,7 @@ func run() error {
 	}
 
 	// --- etcd ---------------------------------------------------------------
-	etcd, etcdURL, err := startEtcd(filepath.Join(work, "etcd"), *etcdLogLevel)
+	etcd, etcdURL, err := startEtcd(work, *etcdLogLevel, reuse)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
@@ -118,31 +136,35 @@ func run() error {
 	}()
 
 	// --- certificates, tokens, keys ----------------------------------------
-	pki, err := writePKI(work, outDir)
+	pki, err := writePKI(work, outDir, reuse)
 	if err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
 	adminToken, operatorToken := randToken(), randToken()
 	tokenFile := filepath.Join(work, "tokens.csv")
-	tokens := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n%s,%s,%s,\"%s\"\n",
-		adminToken, adminUser, "uid-admin", operatorToken, operatorUser, "uid-"+operatorUser, operatorGroup)
-	if err := os.WriteFile(tokenFile, []byte(tokens), 0o600); err != nil {
-		return err
+	if old, err := readTokens(tokenFile); reuse && err == nil {
+		adminToken, operatorToken = old[0], old[1]
+	} else {
+		tokens := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n%s,%s,%s,\"%s\"\n",
+			adminToken, adminUser, "uid-admin", operatorToken, operatorUser, "uid-"+operatorUser, operatorGroup)
+		if err := os.WriteFile(tokenFile, []byte(tokens), 0o600); err != nil {
+			return err
+		}
 	}
 
 	// --- kube-apiserver -----------------------------------------------------
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listenRetry("127.0.0.1:"+strconv.Itoa(*port), 30*time.Second)
 	if err != nil {
 		return err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	host := "https://127.0.0.1:" + strconv.Itoa(port)
+	apiPort := ln.Addr().(*net.TCPAddr).Port
+	host := "https://127.0.0.1:" + strconv.Itoa(apiPort)
 
 	args := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
+		"--secure-port=" + strconv.Itoa(apiPort),
 		"--cert-dir=" + filepath.Join(work, "certs"),
 		"--tls-cert-file=" + pki.servingCert,
 		"--tls-private-key-file=" + pki.servingKey,
@@ -263,13 +285,26 @@ func run() error {
 	return nil
 }
 
-// startEtcd starts a single-member etcd on 127.0.0.1 ports picked by the kernel.
-func startEtcd(dataDir, logLevel string) (*embed.Etcd, string, error) {
+// startEtcd starts a single-member etcd on 127.0.0.1 ports picked by the kernel, with
+// its data in work/etcd. With reuse, existing data and the ports of the previous run
+// (work/etcd-ports) are kept.
+func startEtcd(work, logLevel string, reuse bool) (*embed.Etcd, string, error) {
+	dataDir := filepath.Join(work, "etcd")
+	portsFile := filepath.Join(work, "etcd-ports")
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		ports, err := freePorts(2)
-		if err != nil {
-			return nil, "", err
+		var ports []int
+		var err error
+		var a, b int
+		if data, rerr := os.ReadFile(portsFile); reuse && rerr == nil {
+			if _, err := fmt.Sscanf(string(data), "%d %d", &a, &b); err != nil {
+				return nil, "", fmt.Errorf("%s: %w", portsFile, err)
+			}
+			ports = []int{a, b}
+		} else {
+			if ports, err = freePorts(2); err != nil {
+				return nil, "", err
+			}
 		}
 		cURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", ports[0]))
 		pURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", ports[1]))
@@ -287,14 +322,25 @@ func startEtcd(dataDir, logLevel string) (*embed.Etcd, string, error) {
 		cfg.UnsafeNoFsync = true // test data only; much faster on shared disks
 		cfg.QuotaBackendBytes = 256 << 20
 
-		_ = os.RemoveAll(dataDir)
+		if !reuse {
+			_ = os.RemoveAll(dataDir)
+		}
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			lastErr = err // most likely a port taken between freePorts and bind
+			if reuse {
+				time.Sleep(time.Second) // the previous run's sockets may still be closing
+			}
 			continue
 		}
 		select {
 		case <-e.Server.ReadyNotify():
+			if reuse {
+				if err := os.WriteFile(portsFile, []byte(fmt.Sprintf("%d %d\n", ports[0], ports[1])), 0o600); err != nil {
+					e.Close()
+					return nil, "", err
+				}
+			}
 			return e, cURL.String(), nil
 		case err := <-e.Err():
 			e.Close()
@@ -332,11 +378,33 @@ type pkiFiles struct {
 }
 
 // writePKI makes a CA, a serving certificate for 127.0.0.1/localhost/the in-cluster
-// names, and the service-account signing key. ca.crt also goes to outDir.
-func writePKI(work, outDir string) (*pkiFiles, error) {
+// names, and the service-account signing key. ca.crt also goes to outDir. With reuse,
+// the files of a previous run are kept when they are all there.
+func writePKI(work, outDir string, reuse bool) (*pkiFiles, error) {
 	d := filepath.Join(work, "pki")
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, err
+	}
+	p := &pkiFiles{
+		caCert:      filepath.Join(d, "ca.crt"),
+		servingCert: filepath.Join(d, "apiserver.crt"),
+		servingKey:  filepath.Join(d, "apiserver.key"),
+		saKey:       filepath.Join(d, "sa.key"),
+	}
+	if reuse {
+		complete := true
+		for _, f := range []string{p.caCert, p.servingCert, p.servingKey, p.saKey} {
+			if _, err := os.Stat(f); err != nil {
+				complete = false
+			}
+		}
+		if complete {
+			caPEM, err := os.ReadFile(p.caCert)
+			if err != nil {
+				return nil, err
+			}
+			return p, os.WriteFile(filepath.Join(outDir, "ca.crt"), caPEM, 0o600)
+		}
 	}
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -382,12 +450,6 @@ func writePKI(work, outDir string) (*pkiFiles, error) {
 		return nil, err
 	}
 
-	p := &pkiFiles{
-		caCert:      filepath.Join(d, "ca.crt"),
-		servingCert: filepath.Join(d, "apiserver.crt"),
-		servingKey:  filepath.Join(d, "apiserver.key"),
-		saKey:       filepath.Join(d, "sa.key"),
-	}
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 	writes := []struct {
 		path string
@@ -413,6 +475,37 @@ func ecKeyPEM(k *ecdsa.PrivateKey) []byte {
 		panic(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
+// readTokens returns the admin and operator tokens of a token file written by a
+// previous run.
+func readTokens(path string) ([2]string, error) {
+	var out [2]string
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return out, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) < 2 {
+		return out, fmt.Errorf("%s: want 2 lines", path)
+	}
+	for i := range out {
+		out[i], _, _ = strings.Cut(lines[i], ",")
+	}
+	return out, nil
+}
+
+// listenRetry listens on addr, retrying while the port is still held (by a previous
+// run that is shutting down) for up to wait.
+func listenRetry(addr string, wait time.Duration) (net.Listener, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return ln, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func randToken() string {

@@ -1,0 +1,754 @@
+//! End-to-end harness (design.md §6, layer 3): a real kube-apiserver with etcd
+//! (`tests/apiserver/bin/apiserver`), the STUNner and Gateway API v1.4.0 CRDs, the operator's
+//! RBAC from `deploy/manifests/rbac.yaml`, and the real operator binary running as its
+//! ServiceAccount, watched through its CDS like a dataplane watches it.
+//!
+//! Every test gets its own API server (about 300 MB and 4-10 s to start), so tests share
+//! nothing and may run in parallel. Processes stop when their guards drop, also on panic;
+//! on failure the operator's log tail and the paths of the full logs are printed.
+
+#![allow(dead_code)] // each e2e test crate uses its own subset
+
+use futures_util::StreamExt;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use kube::discovery::{self, Scope};
+use kube::{Client, Config};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use stunner_gateway::config::StunnerConfig;
+use tokio::io::AsyncBufReadExt;
+use tokio_tungstenite::tungstenite::Message;
+
+/// The Gateway API release whose CRDs the tests install.
+pub const GATEWAY_API_MODULE: &str = "sigs.k8s.io/gateway-api@v1.4.0";
+/// The operator's namespace and ServiceAccount, as deploy/manifests/rbac.yaml has them.
+pub const OPERATOR_NAMESPACE: &str = "stunner-system";
+pub const OPERATOR_SA: &str = "stunner-gateway-operator";
+/// The field manager the tests write with (the operator's is `stunner-gateway-operator`).
+pub const TEST_MANAGER: &str = "e2e-test";
+/// Generous: the machine running the tests may be busy with builds.
+pub const TIMEOUT: Duration = Duration::from_secs(90);
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn apiserver_bin() -> PathBuf {
+    let bin = repo_root().join("tests/apiserver/bin/apiserver");
+    assert!(bin.exists(), "{} is missing: run tests/apiserver/build.sh (or scripts/test)", bin.display());
+    bin
+}
+
+/// The Gateway API module's directory in the Go module cache, downloaded if missing.
+pub fn gateway_api_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // Outside any module, `go mod download path@version` only fills the module cache.
+        let out = Command::new("go")
+            .args(["mod", "download", "-json", GATEWAY_API_MODULE])
+            .current_dir(std::env::temp_dir())
+            .env("GOFLAGS", "-mod=mod")
+            .env("GO111MODULE", "on")
+            .output()
+            .expect("`go` on PATH (needed for the Gateway API CRDs)");
+        assert!(
+            out.status.success(),
+            "go mod download {GATEWAY_API_MODULE}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let info: Value = serde_json::from_slice(&out.stdout).expect("go mod download -json output");
+        PathBuf::from(info["Dir"].as_str().expect("Dir in go mod download -json"))
+    })
+    .clone()
+}
+
+/// A scratch directory for one test; removed on drop, except the logs of a failed test.
+pub struct TestDir(pub PathBuf);
+
+impl TestDir {
+    pub fn new(test: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("stunner-e2e-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir(dir)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The logs stay for a look; etcd's data (tens of MB) goes.
+            let _ = std::fs::remove_dir_all(self.0.join("state/etcd"));
+            eprintln!("e2e: logs and kubeconfigs kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// One `tests/apiserver` process. Closing its stdin stops it (about 1 s); drop does that
+/// and waits. With a state directory and a fixed port it can be stopped and started again
+/// as the same cluster.
+pub struct ApiServer {
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    pub dir: PathBuf,
+    state: PathBuf,
+    pub port: u16,
+    runs: u32,
+}
+
+impl ApiServer {
+    /// Starts a new cluster with its files under `dir`.
+    pub async fn start(dir: &Path) -> ApiServer {
+        let port = free_port();
+        let mut s =
+            ApiServer { child: None, stdin: None, dir: dir.join("kube"), state: dir.join("state"), port, runs: 0 };
+        s.launch().await;
+        s
+    }
+
+    async fn launch(&mut self) {
+        self.runs += 1;
+        let log = std::fs::File::create(self.state.with_file_name(format!("apiserver-{}.log", self.runs))).unwrap();
+        let mut child = Command::new(apiserver_bin())
+            .args(["--dir", self.dir.to_str().unwrap(), "--state-dir", self.state.to_str().unwrap()])
+            .args(["--port", &self.port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start tests/apiserver/bin/apiserver");
+        self.stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        self.child = Some(child);
+        let ready = tokio::task::spawn_blocking(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            loop {
+                match lines.next() {
+                    Some(Ok(line)) if line.starts_with("READY ") => return Ok(()),
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => return Err(e.to_string()),
+                    None => return Err("the apiserver exited before READY".to_string()),
+                }
+            }
+        });
+        let ready = tokio::time::timeout(Duration::from_secs(180), ready).await;
+        match ready {
+            Ok(Ok(Ok(()))) => {}
+            other => panic!("apiserver did not start ({other:?}); log: {}", self.state.parent().unwrap().display()),
+        }
+    }
+
+    /// Stops the process (the cluster's state stays).
+    pub fn stop(&mut self) {
+        drop(self.stdin.take());
+        if let Some(mut child) = self.child.take() {
+            for _ in 0..300 {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the same cluster again: same port, data, CA and tokens.
+    pub async fn restart(&mut self) {
+        self.stop();
+        self.launch().await;
+    }
+
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.dir.join("admin.kubeconfig")
+    }
+
+    pub fn server_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A client from a kubeconfig file.
+pub async fn client_from(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; the kernel does not hand it out again soon).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// An API server with the CRDs and the operator's RBAC installed, and a kubeconfig of the
+/// operator's ServiceAccount.
+pub struct Cluster {
+    pub api: ApiServer,
+    pub admin: Client,
+    pub operator_kubeconfig: PathBuf,
+    pub dir: TestDir,
+}
+
+impl Cluster {
+    pub async fn start(test: &str) -> Cluster {
+        let dir = TestDir::new(test);
+        let api = ApiServer::start(&dir.0).await;
+        let admin = client_from(&api.admin_kubeconfig()).await;
+        install_crds(&admin).await;
+        let rbac = std::fs::read_to_string(repo_root().join("deploy/manifests/rbac.yaml"))
+            .expect("deploy/manifests/rbac.yaml");
+        apply_yaml(&admin, &namespace_yaml(OPERATOR_NAMESPACE)).await;
+        apply_yaml(&admin, &rbac).await;
+        let operator_kubeconfig = dir.0.join("operator-sa.kubeconfig");
+        write_sa_kubeconfig(&admin, &api, &operator_kubeconfig).await;
+        Cluster { api, admin, operator_kubeconfig, dir }
+    }
+
+    /// Starts the operator as the ServiceAccount of deploy/manifests/rbac.yaml.
+    pub async fn operator(&self, name: &str, args: &[&str]) -> Operator {
+        Operator::start(self, name, args).await
+    }
+
+    /// After an API server restart: new clients (the old ones' connections are gone).
+    pub async fn reconnect(&mut self) {
+        self.admin = client_from(&self.api.admin_kubeconfig()).await;
+    }
+}
+
+pub fn namespace_yaml(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
+}
+
+/// A token of the operator's ServiceAccount (TokenRequest, as the kubelet gets one for a
+/// pod), in a kubeconfig next to the admin's: the API server authenticates it as
+/// `system:serviceaccount:stunner-system:stunner-gateway-operator`, so exactly the bindings
+/// of rbac.yaml apply.
+async fn write_sa_kubeconfig(admin: &Client, api: &ApiServer, path: &Path) {
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(24 * 3600), ..Default::default() }),
+        ..Default::default()
+    };
+    let token = sas
+        .create_token_request(OPERATOR_SA, &PostParams::default(), &request)
+        .await
+        .expect("TokenRequest for the operator's ServiceAccount")
+        .status
+        .and_then(|s| s.token)
+        .expect("a token in the TokenRequest status");
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: operator\n  user:\n    token: {token}\ncontexts:\n- name: operator\n  context:\n    cluster: harness\n    user: operator\n    namespace: {OPERATOR_NAMESPACE}\ncurrent-context: operator\n",
+        server = api.server_url(),
+        ca = api.dir.join("ca.crt").display(),
+    );
+    std::fs::write(path, kubeconfig).unwrap();
+}
+
+/// The STUNner CRDs from deploy/crds and the Gateway API v1.4.0 CRDs: the standard channel,
+/// plus the experimental channel's UDPRoute (v1alpha2), which the standard one lacks.
+async fn install_crds(admin: &Client) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join("deploy/crds"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    let gw = gateway_api_dir().join("config/crd");
+    for entry in std::fs::read_dir(gw.join("standard")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.file_name().unwrap().to_str().unwrap().starts_with("gateway.networking.k8s.io_") {
+            files.push(p);
+        }
+    }
+    files.push(gw.join("experimental/gateway.networking.k8s.io_udproutes.yaml"));
+    let mut names = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for obj in apply_yaml(admin, &text).await {
+            names.push(obj.metadata.name.unwrap());
+        }
+    }
+    let crds = api_for(admin, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None).await;
+    for name in names {
+        wait_for(&format!("CRD {name} Established"), || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                let crd = crds.get(&name).await.ok()?;
+                condition(&crd.data["status"], "Established").filter(|c| c["status"] == "True").map(|_| ())
+            }
+        })
+        .await;
+    }
+}
+
+/// The dynamic API of a kind; `namespace` only for namespaced kinds (else all namespaces).
+pub async fn api_for(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let mut last = None;
+    for _ in 0..50 {
+        match discovery::pinned_kind(client, &gvk).await {
+            Ok((ar, caps)) => {
+                return match (caps.scope, namespace) {
+                    (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
+                    _ => Api::all_with(client.clone(), &ar),
+                };
+            }
+            // A CRD applied a moment ago may not be served yet.
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("cannot discover {api_version} {kind}: {last:?}");
+}
+
+fn resource_of(obj: &DynamicObject) -> (String, String) {
+    let types = obj.types.as_ref().expect("apiVersion and kind");
+    (types.api_version.clone(), types.kind.clone())
+}
+
+/// Applies every document of `text` with server-side apply as [`TEST_MANAGER`].
+pub async fn apply_yaml(client: &Client, text: &str) -> Vec<DynamicObject> {
+    let mut applied = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let value: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if value.is_null() {
+            continue;
+        }
+        applied.push(apply(client, value).await.unwrap_or_else(|e| panic!("apply: {e}")));
+    }
+    applied
+}
+
+/// Applies one object (server-side apply, forced, as [`TEST_MANAGER`]).
+pub async fn apply(client: &Client, value: Value) -> Result<DynamicObject, kube::Error> {
+    let obj: DynamicObject = serde_json::from_value(value.clone()).unwrap();
+    let (api_version, kind) = resource_of(&obj);
+    let name = obj.metadata.name.clone().expect("metadata.name");
+    let api = api_for(client, &api_version, &kind, Some(obj.metadata.namespace.as_deref().unwrap_or("default"))).await;
+    api.patch(&name, &PatchParams::apply(TEST_MANAGER).force(), &Patch::Apply(&value)).await
+}
+
+/// Deletes one object; a missing one is fine.
+pub async fn delete(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) {
+    let api = api_for(client, api_version, kind, namespace).await;
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("delete {kind} {name}: {e}"),
+    }
+}
+
+/// One object, if it exists.
+pub async fn get(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Option<DynamicObject> {
+    api_for(client, api_version, kind, namespace).await.get_opt(name).await.unwrap()
+}
+
+/// The condition of `type_` in `status.conditions` (or in `conditions` of `status` itself).
+pub fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// Whether `status` has condition `type_` with `status` and `reason`.
+pub fn has_condition(status: &Value, type_: &str, expect_status: &str, reason: &str) -> bool {
+    condition(status, type_).is_some_and(|c| c["status"] == expect_status && c["reason"] == reason)
+}
+
+/// Polls `check` until it returns `Some`, for up to [`TIMEOUT`].
+pub async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `kind/name` exists and `pred` holds for it; returns it.
+pub async fn wait_object(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&DynamicObject) -> bool,
+) -> DynamicObject {
+    let api = api_for(client, api_version, kind, namespace).await;
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let last = api.get_opt(name).await.unwrap();
+        if let Some(o) = &last
+            && pred(o)
+        {
+            return o.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {kind} {name}: {what}; last seen: {}",
+            serde_json::to_string_pretty(&last).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `kind/name` is gone.
+pub async fn wait_gone(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) {
+    let api = api_for(client, api_version, kind, namespace).await;
+    wait_for(&format!("{kind} {name} to be deleted"), || {
+        let api = api.clone();
+        async move { api.get_opt(name).await.unwrap().is_none().then_some(()) }
+    })
+    .await
+}
+
+/// The operator binary, running as the ServiceAccount against a [`Cluster`].
+pub struct Operator {
+    child: tokio::process::Child,
+    pub name: String,
+    /// The CDS address it serves on.
+    pub cds: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+    log_path: PathBuf,
+}
+
+impl Operator {
+    /// `args` are added to loopback-only defaults (the CDS on a free port of 127.0.0.1,
+    /// metrics and probes off, a short throttle); a default flag given in `args` is
+    /// replaced.
+    pub async fn start(cluster: &Cluster, name: &str, args: &[&str]) -> Operator {
+        Self::start_with(&cluster.operator_kubeconfig, &cluster.dir.0, name, args).await
+    }
+
+    pub async fn start_with(kubeconfig: &Path, dir: &Path, name: &str, args: &[&str]) -> Operator {
+        let log_path = dir.join(format!("operator-{name}.log"));
+        let mut argv: Vec<&str> = Vec::new();
+        for (flag, value) in [
+            ("--config-discovery-address", "127.0.0.1:0"),
+            ("--metrics-bind-address", "0"),
+            ("--health-probe-bind-address", "0"),
+            ("--throttle-timeout", "50ms"),
+        ] {
+            if !args.iter().any(|a| a.split('=').next() == Some(flag)) {
+                argv.extend([flag, value]);
+            }
+        }
+        argv.extend(args);
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
+            .args(&argv)
+            .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
+            .env("POD_NAME", name)
+            .env("RUST_LOG", "info,kube=warn")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sink = log.clone();
+        let file_path = log_path.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(file_path).unwrap();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let served = line.split("address=").nth(1).filter(|_| line.contains("serving config discovery"));
+                if let Some(addr) = served
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                let _ = std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes());
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            }
+        });
+        let mut op = Operator { child, name: name.to_string(), cds: "127.0.0.1:1".parse().unwrap(), log, log_path };
+        match tokio::time::timeout(TIMEOUT, rx).await {
+            Ok(Ok(addr)) => op.cds = addr.parse().unwrap(),
+            _ => panic!("operator {name} did not serve the CDS; log:\n{}", op.log_tail(60)),
+        }
+        op
+    }
+
+    pub fn log_contains(&self, needle: &str) -> bool {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|l| l.contains(needle))
+    }
+
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        log[log.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, then waits for the exit (SIGKILL after a while).
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: a plain kill(2) of our own child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        }
+        if tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
+        }
+    }
+
+    /// SIGKILL: a crash, with no chance to clean up.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// A WebSocket watch of one Gateway's config, as a dataplane does it.
+    pub async fn watch(&self, namespace: &str, gateway: &str) -> Ws {
+        let url = format!("ws://{}/api/v1/configs/{namespace}/{gateway}?watch=true", self.cds);
+        tokio_tungstenite::connect_async(url).await.unwrap().0
+    }
+
+    /// A one-off GET of one Gateway's config: `None` when there is none.
+    pub async fn config(&self, namespace: &str, gateway: &str) -> Option<StunnerConfig> {
+        let body = http_get(self.cds, &format!("/api/v1/configs/{namespace}/{gateway}")).await;
+        let (status, body) = body?;
+        if status != 200 {
+            return None;
+        }
+        let list: Value = serde_json::from_str(&body).ok()?;
+        // GET returns a list (upstream's ConfigList) or a bare config; accept both.
+        let item = if let Some(items) = list["items"].as_array() { items.first()?.clone() } else { list };
+        serde_json::from_value(item).ok()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "e2e: operator {} log ({}), last lines:\n{}",
+                self.name,
+                self.log_path.display(),
+                self.log_tail(40)
+            );
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 GET on loopback: (status, body).
+async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await.ok()?.ok()?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    let body =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.into() };
+    Some((status, body))
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next config on a watch.
+pub async fn next_config(ws: &mut Ws) -> StunnerConfig {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, ws.next()).await.expect("a config in time");
+        match msg.expect("watch open").expect("watch healthy") {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Close(c) => panic!("watch closed: {c:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Configs from a watch until `pred` holds for one; returns it.
+pub async fn config_until(ws: &mut Ws, what: &str, pred: impl Fn(&StunnerConfig) -> bool) -> StunnerConfig {
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let next = tokio::time::timeout(left, next_config(ws)).await;
+        let Ok(c) = next else {
+            panic!("no config with {what}; saw: {}", serde_json::to_string_pretty(&seen).unwrap())
+        };
+        if pred(&c) {
+            return c;
+        }
+        seen.push(c);
+    }
+}
+
+/// Every config a watch receives within `quiet` (a window with no frame ends it).
+pub async fn drain(ws: &mut Ws, quiet: Duration) -> Vec<StunnerConfig> {
+    let mut out = Vec::new();
+    for _ in 0..1000 {
+        match tokio::time::timeout(quiet, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => out.push(serde_json::from_str(&t).unwrap()),
+            Ok(Some(Ok(_))) => {}
+            _ => break,
+        }
+    }
+    out
+}
+
+/// Whether a config is the zero config a dataplane takes as "deleted".
+pub fn is_zero(c: &StunnerConfig) -> bool {
+    c.normalized().map(|n| n.is_deleted()).unwrap_or(false)
+}
+
+/// The resourceVersion of an object, `None` when missing.
+pub async fn resource_version(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Option<String> {
+    get(client, api_version, kind, namespace, name).await.and_then(|o| o.metadata.resource_version)
+}
+
+/// The quickstart manifests (deploy/examples/quickstart), the GatewayClass's controller name
+/// and namespaced objects as they are there.
+pub fn quickstart_yaml() -> String {
+    let dir = repo_root().join("deploy/examples/quickstart");
+    ["gatewayclass.yaml", "gateway.yaml", "route.yaml"]
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// Label selector helpers over a dynamic object's metadata.
+pub fn label<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    obj.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The owner reference of `obj` to a `kind` named `name`, if any.
+pub fn owner<'a>(
+    obj: &'a DynamicObject,
+    kind: &str,
+    name: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    obj.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == kind && o.name == name)
+}
+
+/// Managers of `obj` per field manager name and subresource.
+pub fn managers(obj: &DynamicObject) -> Vec<(String, String)> {
+    obj.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| (m.manager.clone().unwrap_or_default(), m.subresource.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// An object the tests track by resourceVersion: (apiVersion, kind, namespace, name).
+pub type ObjectId = (&'static str, &'static str, Option<&'static str>, &'static str);
+
+/// The resourceVersions of `objects` (a status write changes the object's too).
+pub async fn versions(client: &Client, objects: &[ObjectId]) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for (av, kind, ns, name) in objects {
+        out.push((format!("{kind} {name}"), resource_version(client, av, kind, *ns, name).await));
+    }
+    out
+}
+
+/// Waits until the resourceVersions of `objects` stay the same over a few seconds, so
+/// that a later comparison does not see writes of a start that was still going on.
+pub async fn settle(client: &Client, objects: &[ObjectId]) -> Vec<(String, Option<String>)> {
+    let mut last = versions(client, objects).await;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = versions(client, objects).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("objects keep changing: {last:?}");
+}
+
+/// The sum of a Prometheus counter's samples whose line starts with `prefix` (metric name
+/// and optionally the start of the labels), from a `/metrics` endpoint.
+pub async fn metric_sum(metrics: SocketAddr, prefix: &str, label_filter: &str) -> f64 {
+    let (status, body) = http_get(metrics, "/metrics").await.expect("metrics endpoint answers");
+    assert_eq!(status, 200);
+    body.lines()
+        .filter(|l| l.starts_with(prefix) && l.contains(label_filter))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// Write attempts (to the API server) an operator made so far.
+pub async fn write_attempts(metrics: SocketAddr) -> f64 {
+    metric_sum(metrics, "stunner_gateway_operator_resource_operations_total{", "operation=\"attempt\"").await
+}
+
+/// The holder of the leader election Lease.
+pub async fn lease_holder(client: &Client) -> Option<String> {
+    let lease = get(client, "coordination.k8s.io/v1", "Lease", Some(OPERATOR_NAMESPACE), "92062b70.l7mp.io").await?;
+    lease.data["spec"]["holderIdentity"].as_str().map(String::from)
+}
+
+impl Operator {
+    /// Fails if the API server refused the operator anything: the RBAC of deploy/ must cover
+    /// everything it does.
+    pub fn assert_no_rbac_denials(&self) {
+        let denied: Vec<String> = {
+            let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            log.iter().filter(|l| l.contains("forbidden") || l.contains("Forbidden")).cloned().collect()
+        };
+        assert!(denied.is_empty(), "operator {} was denied by RBAC:\n{denied:#?}", self.name);
+    }
+}

@@ -1,0 +1,377 @@
+//! The operator binary against a real kube-apiserver, in managed dataplane mode: the
+//! quickstart, live updates, Gateway deletion and a restart (issue #6). The operator runs
+//! as the ServiceAccount of deploy/manifests/rbac.yaml.
+
+mod e2e;
+
+use e2e::*;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const GW: &str = "gateway.networking.k8s.io/v1";
+const NS: &str = "stunner";
+
+/// The quickstart's objects the operator writes (statuses or whole objects).
+const WRITTEN: [ObjectId; 5] = [
+    (GW, "GatewayClass", None, "stunner-gatewayclass"),
+    (GW, "Gateway", Some(NS), "udp-gateway"),
+    ("stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane"),
+    ("v1", "Service", Some(NS), "udp-gateway"),
+    ("apps/v1", "Deployment", Some(NS), "udp-gateway"),
+];
+
+async fn quickstart(cluster: &Cluster) {
+    apply_yaml(&cluster.admin, &namespace_yaml(NS)).await;
+    apply_yaml(&cluster.admin, &quickstart_yaml()).await;
+}
+
+/// Waits for the statuses the quickstart ends with: every object accepted, the Gateway programmed.
+async fn wait_quickstart_statuses(cluster: &Cluster) -> (Value, Value, Value) {
+    let c = &cluster.admin;
+    let class = wait_object(c, GW, "GatewayClass", None, "stunner-gatewayclass", "Accepted", |o| {
+        has_condition(&o.data["status"], "Accepted", "True", "Accepted")
+    })
+    .await;
+    let gw = wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "Accepted and Programmed", |o| {
+        let s = &o.data["status"];
+        has_condition(s, "Accepted", "True", "Accepted") && has_condition(s, "Programmed", "True", "Programmed")
+    })
+    .await;
+    let route = wait_object(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane", "Accepted", |o| {
+        let p = &o.data["status"]["parents"][0];
+        has_condition(p, "Accepted", "True", "Accepted") && has_condition(p, "ResolvedRefs", "True", "ResolvedRefs")
+    })
+    .await;
+    (class.data["status"].clone(), gw.data["status"].clone(), route.data["status"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quickstart_statuses_owned_objects_and_config() {
+    let cluster = Cluster::start("quickstart").await;
+    quickstart(&cluster).await;
+    let op = cluster.operator("op", &[]).await;
+    let c = &cluster.admin;
+
+    let (class, gw_status, route) = wait_quickstart_statuses(&cluster).await;
+    let gateway = get(c, GW, "Gateway", Some(NS), "udp-gateway").await.unwrap();
+    let generation = gateway.metadata.generation.unwrap();
+    assert_eq!(condition(&class, "Accepted").unwrap()["observedGeneration"], 1);
+    assert_eq!(condition(&gw_status, "Programmed").unwrap()["observedGeneration"], generation);
+    let listeners = gw_status["listeners"].as_array().unwrap();
+    let names: Vec<_> = listeners.iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["udp-listener", "tcp-listener"]);
+    for l in listeners {
+        assert_eq!(l["attachedRoutes"], 1, "{l}");
+        assert!(has_condition(l, "Accepted", "True", "Accepted"), "{l}");
+        assert!(has_condition(l, "ResolvedRefs", "True", "ResolvedRefs"), "{l}");
+        assert!(has_condition(l, "Conflicted", "False", "NoConflicts"), "{l}");
+    }
+    assert_eq!(gw_status["addresses"][0]["value"], "127.0.0.1");
+    let parent = &route["parents"][0];
+    assert_eq!(parent["controllerName"], "stunner.l7mp.io/gateway-operator");
+    assert_eq!(parent["parentRef"]["name"], "udp-gateway");
+
+    // Statuses are the operator's, written to the status subresource.
+    for (av, kind, ns, name) in &WRITTEN[..3] {
+        let o = get(c, av, kind, *ns, name).await.unwrap();
+        assert!(
+            managers(&o).contains(&("stunner-gateway-operator".into(), "status".into())),
+            "{kind}: {:?}",
+            managers(&o)
+        );
+    }
+
+    // The LoadBalancer Service and the dataplane Deployment: owned by the Gateway, labelled.
+    let uid = gateway.metadata.uid.clone().unwrap();
+    let svc = wait_object(c, "v1", "Service", Some(NS), "udp-gateway", "exists", |_| true).await;
+    let dp = wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "exists", |_| true).await;
+    for o in [&svc, &dp] {
+        let kind = &o.types.as_ref().unwrap().kind;
+        let owner = owner(o, "Gateway", "udp-gateway").unwrap_or_else(|| panic!("{kind} not owned by the Gateway"));
+        assert_eq!(owner.uid, uid, "{kind}");
+        assert_eq!(owner.api_version, GW, "{kind}");
+        assert_eq!(label(o, "stunner.l7mp.io/owned-by"), Some("stunner"), "{kind}");
+        assert_eq!(label(o, "stunner.l7mp.io/related-gateway-name"), Some("udp-gateway"), "{kind}");
+        assert_eq!(label(o, "stunner.l7mp.io/related-gateway-namespace"), Some(NS), "{kind}");
+        assert_eq!(managers(o), [("stunner-gateway-operator".to_string(), String::new())], "{kind}");
+    }
+    assert_eq!(svc.data["spec"]["type"], "LoadBalancer");
+    let ports: Vec<_> = svc.data["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["protocol"].clone(), p["port"].clone()))
+        .collect();
+    assert_eq!(ports, [(json!("UDP"), json!(3478)), (json!("TCP"), json!(3478))]);
+    let selector = &svc.data["spec"]["selector"];
+    let pod_labels = &dp.data["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(selector["app"], "stunner");
+    for (k, v) in selector.as_object().unwrap() {
+        assert_eq!(&pod_labels[k], v, "the Service selects the dataplane pods ({k})");
+    }
+    let container = &dp.data["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "docker.io/l7mp/stunnerd:latest");
+    let origin = container["env"].as_array().unwrap().iter().find(|e| e["name"] == "STUNNER_CONFIG_ORIGIN").cloned();
+    assert!(origin.is_some(), "the dataplane is told where the CDS is: {container}");
+
+    // The CDS serves the Gateway's config to a dataplane watching it.
+    let mut ws = op.watch(NS, "udp-gateway").await;
+    let config = config_until(&mut ws, "both listeners and the public address", |c| {
+        c.listeners.len() == 2 && c.listeners.iter().all(|l| l.public_addr == "127.0.0.1")
+    })
+    .await;
+    assert_eq!(config.admin.name, "stunner/udp-gateway");
+    assert_eq!(config.auth.realm, "stunner.l7mp.io");
+    assert_eq!(config.auth.credentials["username"], "user-1");
+    assert_eq!(config.auth.credentials["password"], "pass-1");
+    let listeners: Vec<_> = config.listeners.iter().map(|l| (l.name.as_str(), l.protocol.as_str(), l.port)).collect();
+    assert_eq!(
+        listeners,
+        [
+            ("stunner/udp-gateway/udp-listener", "TURN-UDP", 3478),
+            ("stunner/udp-gateway/tcp-listener", "TURN-TCP", 3478)
+        ]
+    );
+    assert!(config.listeners.iter().all(|l| l.routes == ["stunner/media-plane"]));
+    assert_eq!(config.clusters.len(), 1);
+    assert_eq!(config.clusters[0].name, "stunner/media-plane");
+    assert_eq!(config.clusters[0].cluster_type, "STATIC");
+    assert_eq!(config.clusters[0].endpoints, ["10.0.0.0/8", "127.0.0.1/32"]);
+    assert_eq!(op.config(NS, "udp-gateway").await.as_ref(), Some(&config), "GET serves what the watch has");
+    op.assert_no_rbac_denials();
+}
+
+const BACKEND: &str = r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: media-server
+  namespace: stunner
+spec:
+  selector: {app: media-server}
+  ports:
+    - name: rtp
+      port: 10000
+      protocol: UDP
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata:
+  name: media-route
+  namespace: stunner
+spec:
+  parentRefs:
+    - name: udp-gateway
+      sectionName: udp-listener
+  rules:
+    - backendRefs:
+        - name: media-server
+"#;
+
+const SLICE: &str = r#"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: media-server-abcde
+  namespace: stunner
+  labels:
+    kubernetes.io/service-name: media-server
+addressType: IPv4
+endpoints:
+  - addresses: ["10.244.1.7"]
+    conditions: {ready: true}
+  - addresses: ["10.244.2.9"]
+    conditions: {ready: true}
+ports:
+  - name: rtp
+    port: 10000
+    protocol: UDP
+"#;
+
+fn cluster_endpoints(c: &stunner_gateway::config::StunnerConfig, name: &str) -> Vec<String> {
+    c.clusters.iter().find(|cl| cl.name == name).map(|cl| cl.endpoints.clone()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_updates_reach_the_cds_and_invalidation_removes_the_dataplane() {
+    let cluster = Cluster::start("live").await;
+    quickstart(&cluster).await;
+    let op = cluster.operator("op", &[]).await;
+    let c = &cluster.admin;
+    wait_quickstart_statuses(&cluster).await;
+    let mut ws = op.watch(NS, "udp-gateway").await;
+    config_until(&mut ws, "the quickstart", |c| c.listeners.len() == 2 && c.clusters.len() == 1).await;
+
+    // A route to a Kubernetes Service: with endpoint discovery its cluster lists the
+    // Service's ClusterIP, then the pod IPs its EndpointSlice adds.
+    apply_yaml(c, BACKEND).await;
+    let svc = wait_object(c, "v1", "Service", Some(NS), "media-server", "ClusterIP", |o| {
+        o.data["spec"]["clusterIP"].is_string()
+    })
+    .await;
+    let cluster_ip = svc.data["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let config =
+        config_until(&mut ws, "the route's cluster", |c| c.clusters.iter().any(|cl| cl.name == "stunner/media-route"))
+            .await;
+    assert!(!cluster_endpoints(&config, "stunner/media-route").iter().any(|e| e.starts_with("10.244.")));
+    let udp = config.listeners.iter().find(|l| l.name.ends_with("/udp-listener")).unwrap();
+    assert!(udp.routes.contains(&"stunner/media-route".to_string()), "{:?}", udp.routes);
+    let tcp = config.listeners.iter().find(|l| l.name.ends_with("/tcp-listener")).unwrap();
+    assert!(!tcp.routes.contains(&"stunner/media-route".to_string()), "sectionName limits the route: {:?}", tcp.routes);
+
+    apply_yaml(c, SLICE).await;
+    let config = config_until(&mut ws, "the EndpointSlice's addresses", |c| {
+        let eps = cluster_endpoints(c, "stunner/media-route");
+        eps.contains(&"10.244.1.7".to_string()) && eps.contains(&"10.244.2.9".to_string())
+    })
+    .await;
+    let eps = cluster_endpoints(&config, "stunner/media-route");
+    assert!(eps.contains(&cluster_ip), "the ClusterIP stays in the cluster: {eps:?}");
+    // One endpoint goes away.
+    apply_yaml(c, &SLICE.replace("  - addresses: [\"10.244.2.9\"]\n    conditions: {ready: true}\n", "")).await;
+    config_until(&mut ws, "the removed endpoint gone", |c| {
+        let eps = cluster_endpoints(c, "stunner/media-route");
+        eps.contains(&"10.244.1.7".to_string()) && !eps.contains(&"10.244.2.9".to_string())
+    })
+    .await;
+    let route = wait_object(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-route", "Accepted", |o| {
+        let p = &o.data["status"]["parents"][0];
+        has_condition(p, "Accepted", "True", "Accepted") && p["parentRef"]["sectionName"] == "udp-listener"
+    })
+    .await;
+    assert!(has_condition(&route.data["status"]["parents"][0], "ResolvedRefs", "True", "ResolvedRefs"));
+
+    // A listener changes port and a new one is added: the config, the Service and the
+    // Gateway's listener statuses follow.
+    let gateway = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gateway.yaml")).unwrap();
+    let changed = gateway
+        .replace("    - name: tcp-listener\n      port: 3478\n", "    - name: tcp-listener\n      port: 3479\n")
+        .replace("  listeners:\n", "  listeners:\n    - name: extra-listener\n      port: 3480\n      protocol: UDP\n");
+    assert_ne!(changed, gateway);
+    apply_yaml(c, &changed).await;
+    let config = config_until(&mut ws, "three listeners, the TCP one on 3479", |c| {
+        c.listeners.len() == 3 && c.listeners.iter().any(|l| l.name.ends_with("/tcp-listener") && l.port == 3479)
+    })
+    .await;
+    assert!(config.listeners.iter().any(|l| l.name == "stunner/udp-gateway/extra-listener" && l.port == 3480));
+    wait_object(c, "v1", "Service", Some(NS), "udp-gateway", "the new ports", |o| {
+        let mut ports: Vec<_> =
+            o.data["spec"]["ports"].as_array().unwrap().iter().map(|p| p["port"].as_i64().unwrap()).collect();
+        ports.sort();
+        ports == [3478, 3479, 3480]
+    })
+    .await;
+    wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "three listener statuses", |o| {
+        o.data["status"]["listeners"].as_array().is_some_and(|l| l.len() == 3)
+            && condition(&o.data["status"], "Programmed").is_some_and(|p| p["observedGeneration"] == 2)
+    })
+    .await;
+
+    // The class's GatewayConfig goes: the Gateway is invalidated, its watchers get the zero
+    // config and the operator deletes the Service and the Deployment.
+    let class_yaml = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gatewayclass.yaml")).unwrap();
+    delete(c, "stunner.l7mp.io/v1", "GatewayConfig", Some(NS), "stunner-gatewayconfig").await;
+    let zero = config_until(&mut ws, "the zero config", is_zero).await;
+    assert_eq!(zero.admin.name, "stunner/udp-gateway");
+    wait_gone(c, "v1", "Service", Some(NS), "udp-gateway").await;
+    wait_gone(c, "apps/v1", "Deployment", Some(NS), "udp-gateway").await;
+    wait_object(c, GW, "GatewayClass", None, "stunner-gatewayclass", "InvalidParameters", |o| {
+        has_condition(&o.data["status"], "Accepted", "False", "InvalidParameters")
+    })
+    .await;
+    // It comes back: so do the config, the Service and the Deployment.
+    apply_yaml(c, &class_yaml).await;
+    config_until(&mut ws, "the config again", |c| c.listeners.len() == 3).await;
+    let svc = wait_object(c, "v1", "Service", Some(NS), "udp-gateway", "re-created", |_| true).await;
+    let dp = wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "re-created", |_| true).await;
+
+    // The Gateway goes: its watchers get the zero config, and the operator deletes the Service
+    // and the Deployment itself (no garbage collector runs here; upstream leaves them to it).
+    let uid = get(c, GW, "Gateway", Some(NS), "udp-gateway").await.unwrap().metadata.uid.unwrap();
+    for (o, kind) in [(&svc, "Service"), (&dp, "Deployment")] {
+        assert_eq!(owner(o, "Gateway", "udp-gateway").map(|r| r.uid.clone()), Some(uid.clone()), "{kind}");
+    }
+    delete(c, GW, "Gateway", Some(NS), "udp-gateway").await;
+    let zero = config_until(&mut ws, "the zero config", is_zero).await;
+    assert_eq!(zero.admin.name, "stunner/udp-gateway");
+    wait_gone(c, GW, "Gateway", Some(NS), "udp-gateway").await;
+    wait_gone(c, "v1", "Service", Some(NS), "udp-gateway").await;
+    wait_gone(c, "apps/v1", "Deployment", Some(NS), "udp-gateway").await;
+    // (The route's status stays as it was: a route whose parents are all gone is no longer
+    // the operator's to report on, as upstream does; spec operator-behavior.md §4.1 step 3.)
+    assert!(op.config(NS, "udp-gateway").await.is_none_or(|c| is_zero(&c)));
+    op.assert_no_rbac_denials();
+}
+
+const ENDPOINTS: &str = r#"
+apiVersion: v1
+kind: Endpoints
+metadata:
+  name: media-server
+  namespace: stunner
+subsets:
+  - addresses: [{ip: 10.244.3.3}]
+    notReadyAddresses: [{ip: 10.244.4.4}]
+    ports: [{name: rtp, port: 10000, protocol: UDP}]
+"#;
+
+/// `--disable-endpontslice-controller`: endpoints come from Endpoints objects instead, ready
+/// or not (as upstream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_mode_reads_endpoints_objects() {
+    let cluster = Cluster::start("endpoints").await;
+    quickstart(&cluster).await;
+    let c = &cluster.admin;
+    apply_yaml(c, BACKEND).await;
+    apply_yaml(c, SLICE).await; // ignored in this mode
+    let op = cluster.operator("op", &["--disable-endpontslice-controller"]).await;
+    let mut ws = op.watch(NS, "udp-gateway").await;
+    config_until(&mut ws, "the route's cluster", |c| c.clusters.iter().any(|cl| cl.name == "stunner/media-route"))
+        .await;
+    apply_yaml(c, ENDPOINTS).await;
+    let config = config_until(&mut ws, "the Endpoints' addresses", |c| {
+        cluster_endpoints(c, "stunner/media-route").contains(&"10.244.3.3".to_string())
+    })
+    .await;
+    let eps = cluster_endpoints(&config, "stunner/media-route");
+    assert!(eps.contains(&"10.244.4.4".to_string()), "not-ready addresses count too: {eps:?}");
+    assert!(!eps.iter().any(|e| e == "10.244.1.7"), "EndpointSlices are not read: {eps:?}");
+    op.assert_no_rbac_denials();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_operator_writes_nothing_and_serves_the_same_config() {
+    let cluster = Cluster::start("restart").await;
+    quickstart(&cluster).await;
+    // The same CDS port for both runs: it is part of the Deployment (STUNNER_CONFIG_ORIGIN).
+    let port = free_port();
+    let cds = format!("127.0.0.1:{port}");
+    let args = ["--config-discovery-address", cds.as_str()];
+    let op = cluster.operator("first", &args).await;
+    wait_quickstart_statuses(&cluster).await;
+    wait_object(&cluster.admin, "apps/v1", "Deployment", Some(NS), "udp-gateway", "exists", |_| true).await;
+    let mut ws = op.watch(NS, "udp-gateway").await;
+    let before = config_until(&mut ws, "the converged config", |c| {
+        c.listeners.len() == 2 && c.listeners.iter().all(|l| l.public_addr == "127.0.0.1")
+    })
+    .await;
+    let versions_before = settle(&cluster.admin, &WRITTEN).await;
+    assert!(versions_before.iter().all(|(_, v)| v.is_some()), "{versions_before:?}");
+    op.stop().await;
+    // A dataplane watching the stopping process sees its watch end, never a zero config
+    // (which it would take as "delete everything").
+    let last = drain(&mut ws, Duration::from_secs(2)).await;
+    assert!(last.iter().all(|c| !is_zero(c)), "a stopping operator pushed a zero config: {last:?}");
+
+    let op = cluster.operator("second", &args).await;
+    let mut ws = op.watch(NS, "udp-gateway").await;
+    let first = next_config(&mut ws).await;
+    assert_eq!(first, before, "the new process serves the same config from its first frame");
+    // Nothing else arrives: no zero config, no intermediate version.
+    let later = drain(&mut ws, Duration::from_secs(5)).await;
+    assert!(later.is_empty(), "unexpected configs after a restart: {later:?}");
+    let versions_after = settle(&cluster.admin, &WRITTEN).await;
+    assert_eq!(versions_after, versions_before, "a restart with nothing changed writes nothing");
+    assert!(op.log_contains("initial sync of every watched kind complete"));
+    op.assert_no_rbac_denials();
+}
