@@ -59,7 +59,8 @@ pub struct GatewayOutput {
     pub service: Owned<Service>,
     /// The managed dataplane; `Keep` in legacy mode.
     pub deployment: Owned<Deployment>,
-    /// Whether a same-named DaemonSet (left from another dataplane kind) must be deleted.
+    /// Whether a same-named DaemonSet (left from another dataplane kind) must be deleted: only
+    /// while the Gateway has no Deployment yet.
     pub delete_daemon_set: bool,
 }
 
@@ -215,7 +216,10 @@ fn managed_gateway(index: &Index, key: &ObjectKey, settings: &RenderSettings, no
         status: Some(rendered.status),
         service: rendered.service.map_or(Owned::Keep, |s| Owned::Apply(s.service)),
         deployment,
-        delete_daemon_set: !disabled,
+        // A DaemonSet dataplane can only linger from before this Gateway had its Deployment;
+        // once that exists there is nothing to look for (DaemonSets are not watched, so the
+        // delete would otherwise be sent again after every restart).
+        delete_daemon_set: !disabled && index.deployments().get(key).is_none(),
     }
 }
 

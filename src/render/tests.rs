@@ -330,3 +330,15 @@ fn a_deleted_gateways_own_objects_are_deleted_and_no_others() {
     let other = &out.gateways[&ObjectKey::new("ns", "gw-2")];
     assert_eq!((&other.service, &other.deployment), (&Owned::Keep, &Owned::Keep));
 }
+
+/// A lingering DaemonSet is looked for only until the Gateway has its Deployment.
+#[test]
+fn daemon_sets_are_deleted_only_before_the_deployment_exists() {
+    let mut index = index_of(BASE);
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    assert!(out.gateways[&ObjectKey::new("ns", "gw")].delete_daemon_set);
+    let (deployment, _) = deployment_of(&out, "gw");
+    index.apply(Resource::Deployment(deployment));
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    assert!(!out.gateways[&ObjectKey::new("ns", "gw")].delete_daemon_set);
+}

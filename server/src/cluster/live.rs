@@ -42,12 +42,28 @@ fn to_value(r: &Resource) -> Option<Value> {
     .ok()
 }
 
-/// Whether `live` has everything `desired` sets.
+/// Whether `live` has everything `desired` sets. A zero value (`false`, `0`, `""`, `null`,
+/// `{}`, `[]`) matches an absent field: the API server drops those for the many fields Go
+/// marks `omitempty` (`hostNetwork: false` never comes back), and writing again would not
+/// bring them.
 pub fn contains(live: &Value, desired: &Value) -> bool {
     match (live, desired) {
-        (Value::Object(l), Value::Object(d)) => d.iter().all(|(k, dv)| l.get(k).is_some_and(|lv| contains(lv, dv))),
+        (Value::Object(l), Value::Object(d)) => {
+            d.iter().all(|(k, dv)| l.get(k).map_or_else(|| is_zero(dv), |lv| contains(lv, dv)))
+        }
         (Value::Array(l), Value::Array(d)) => l.len() == d.len() && l.iter().zip(d).all(|(lv, dv)| contains(lv, dv)),
         (l, d) => l == d,
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
     }
 }
 
@@ -66,6 +82,9 @@ mod tests {
         assert!(!contains(&live, &json!({"b": {"c": 3}})));
         assert!(!contains(&live, &json!({"e": 1})));
         assert!(!contains(&live, &json!({"l": [{"p": 1}, {"p": 2}]})), "lists match as a whole");
+        // Zero values the API server does not keep match their absence, and only that.
+        assert!(contains(&live, &json!({"hostNetwork": false, "b": {"x": "", "y": [], "z": {}, "n": 0}})));
+        assert!(!contains(&json!({"hostNetwork": true}), &json!({"hostNetwork": false})));
     }
 
     #[test]
