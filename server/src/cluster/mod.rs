@@ -6,6 +6,7 @@
 pub mod lease;
 pub mod live;
 pub mod ops;
+pub mod ratelimit;
 pub mod source;
 pub mod translate;
 pub mod writer;

@@ -10,6 +10,7 @@
 //! object) and writes what is still pending when it becomes the leader.
 
 use super::ops::{Op, Queue, Scope, Target, WriteKind, ops_of};
+use super::ratelimit::RateLimit;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
 use crate::source::Change;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -56,11 +57,14 @@ struct Shared {
     queue: Mutex<Queue>,
     wake: Notify,
     metrics: OperatorMetrics,
+    /// Every request to the API server, retries included, takes a token.
+    limit: RateLimit,
 }
 
 impl Writer {
     pub fn new(metrics: OperatorMetrics) -> Self {
-        Writer { shared: Arc::new(Shared { queue: Mutex::default(), wake: Notify::new(), metrics }) }
+        let limit = RateLimit::default();
+        Writer { shared: Arc::new(Shared { queue: Mutex::default(), wake: Notify::new(), metrics, limit }) }
     }
 
     /// Queues the writes `output` asks for, unless `index` (what the watchers saw) shows them
@@ -188,6 +192,7 @@ impl Writer {
     async fn write(&self, sink: &impl Sink, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
         let mut delay = FIRST_RETRY;
         for attempt in 1..=ATTEMPTS {
+            self.shared.limit.acquire().await;
             self.count(labels(target, "attempt"));
             match sink.write(target, op).await {
                 Ok(version) => {
