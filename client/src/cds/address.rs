@@ -77,7 +77,7 @@ impl ServerAddress {
     }
 
     /// Host and port to connect to, in the form `ToSocketAddrs` and `Host:` headers take.
-    pub(super) fn authority(&self) -> String {
+    pub fn authority(&self) -> String {
         let host = self.base.host_str().expect("http URLs have a host");
         format!("{host}:{}", self.base.port_or_known_default().unwrap_or(DEFAULT_PORT))
     }

@@ -1,20 +1,27 @@
 //! A typed client of the config discovery service (spec: cds-protocol.md): one-shot GETs of
-//! configs, the license status and the operator's statuses, and reconnecting watches.
+//! configs, the license status, the operator's statuses and the client table, and
+//! reconnecting watches, over either transport ([`Transport`]): the upstream HTTP/WebSocket
+//! API or the gRPC API.
 //!
-//! `address` parses what people type; `http` does one-shot GETs; `watch` keeps a WebSocket
-//! open and alive (with `backoff` between attempts); `status` holds the statuses body.
+//! `address` parses what people type; `http` does one-shot GETs; `watch` is the reconnecting
+//! watch both transports share (with `backoff` between attempts), `ws` and `grpc` the two
+//! wires under it; `clients` holds the client table's body.
 
 mod address;
 mod backoff;
+mod clients;
 mod error;
+mod grpc;
 mod http;
 mod watch;
+mod ws;
 
 pub use address::{DEFAULT_PORT, ServerAddress};
+pub use clients::{ClientConfigState, ClientInfo, ClientList};
 pub use error::ClientError;
 pub use http::Timeouts;
 pub use stunner_gateway::cds::{Condition, ListenerConditions, ObjectStatus, ParentConditions, ParentRef, StatusList};
-pub use watch::{WatchEvent, WatchSettings, Watcher};
+pub use watch::{Transport, WatchEvent, WatchSettings, Watcher};
 
 use hyper::StatusCode;
 use serde::de::DeserializeOwned;
@@ -57,6 +64,7 @@ impl ConfigScope {
 #[derive(Debug, Clone)]
 pub struct CdsClient {
     server: ServerAddress,
+    transport: Transport,
     timeouts: Timeouts,
     watch: WatchSettings,
 }
@@ -66,9 +74,21 @@ impl CdsClient {
     pub fn new(address: &str) -> Result<Self, ClientError> {
         Ok(CdsClient {
             server: ServerAddress::parse(address)?,
+            transport: Transport::default(),
             timeouts: Timeouts::default(),
             watch: WatchSettings::default(),
         })
+    }
+
+    /// Use `transport` for configs, the license, the client table and watches (statuses are
+    /// REST only).
+    pub fn with_transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.transport
     }
 
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
@@ -88,6 +108,9 @@ impl CdsClient {
     /// The configs in `scope`, as the server stores them (not normalised). A Gateway that has
     /// no config is [`ClientError::GatewayNotFound`].
     pub async fn configs(&self, scope: &ConfigScope) -> Result<Vec<StunnerConfig>, ClientError> {
+        if self.transport == Transport::Grpc {
+            return grpc::configs(&self.server, scope, self.timeouts).await;
+        }
         match scope {
             ConfigScope::Gateway { id, .. } => {
                 let not_found = || ClientError::GatewayNotFound { id: id.to_string(), server: self.server.to_string() };
@@ -99,6 +122,9 @@ impl CdsClient {
 
     /// `GET /api/v1/license`.
     pub async fn license(&self) -> Result<LicenseStatus, ClientError> {
+        if self.transport == Transport::Grpc {
+            return grpc::license(&self.server, self.timeouts).await;
+        }
         let path = ["api", "v1", "license"];
         self.get(&path, &[], || self.not_served(path.to_vec())).await
     }
@@ -109,11 +135,27 @@ impl CdsClient {
         self.get(&path, &[], || self.not_served(path.to_vec())).await
     }
 
+    /// The server's client table: every watch client connected to it, over either transport
+    /// (`GET /api/v1/clients`, or gRPC `ListClients`).
+    pub async fn clients(&self) -> Result<ClientList, ClientError> {
+        if self.transport == Transport::Grpc {
+            return grpc::clients(&self.server, self.timeouts).await;
+        }
+        let path = ["api", "v1", "clients"];
+        self.get(&path, &[], || self.not_served(path.to_vec())).await
+    }
+
     /// A watch of `scope`; it connects on the first [`Watcher::next`].
     pub fn watch(&self, scope: &ConfigScope) -> Watcher {
-        let mut query = scope.query();
-        query.push(("watch", "true"));
-        Watcher::new(self.server.clone(), self.server.ws_url(&scope.segments(), &query), self.watch.clone())
+        match self.transport {
+            Transport::WebSocket => {
+                let mut query = scope.query();
+                query.push(("watch", "true"));
+                let url = self.server.ws_url(&scope.segments(), &query);
+                Watcher::websocket(self.server.clone(), url, self.watch.clone())
+            }
+            Transport::Grpc => Watcher::grpc(self.server.clone(), scope.clone(), self.watch.clone()),
+        }
     }
 
     /// GETs a JSON body. A JSON 404 is the API's own "no such object" (`not_found`); any other

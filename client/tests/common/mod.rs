@@ -107,3 +107,49 @@ pub fn failed(out: &Output) -> String {
     assert!(!stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"), "{stderr}");
     stderr
 }
+
+/// A TCP relay on loopback in front of `target` whose connections can all be cut at once:
+/// a network failure without restarting the server.
+pub struct Relay {
+    pub addr: SocketAddr,
+    cut: tokio::sync::watch::Sender<u64>,
+    task: JoinHandle<()>,
+}
+
+impl Relay {
+    pub async fn start(target: SocketAddr) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let cuts = cut.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Relay { addr, cut, task }
+    }
+
+    /// Drops every connection relayed so far (new ones are relayed again).
+    pub fn cut(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.cut();
+    }
+}

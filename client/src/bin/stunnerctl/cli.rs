@@ -10,6 +10,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "STUNNERCTL_CDS_SERVER_ADDRESS", default_value = "127.0.0.1:13478")]
     pub cds_server_address: String,
 
+    /// API to use: ws (the HTTP/WebSocket API stunnerd speaks) or grpc. Same output either way.
+    #[arg(long, global = true, value_enum, default_value_t = TransportArg::Ws)]
+    pub transport: TransportArg,
+
     /// Namespace of the Gateways.
     #[arg(short, long, global = true, default_value = "default")]
     pub namespace: String,
@@ -50,6 +54,26 @@ pub enum Command {
         /// Only this Gateway among Gateways (routes and classes are filtered by namespace).
         gateway: Option<String>,
     },
+    /// List the watch clients connected to the server: which version of each config they were
+    /// sent, and which they acknowledged or rejected (gRPC clients only acknowledge).
+    Clients,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// HTTP GETs and WebSocket watches.
+    Ws,
+    /// The gRPC API.
+    Grpc,
+}
+
+impl From<TransportArg> for stunner_gateway_client::cds::Transport {
+    fn from(t: TransportArg) -> Self {
+        match t {
+            TransportArg::Ws => Self::WebSocket,
+            TransportArg::Grpc => Self::Grpc,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -79,5 +103,8 @@ mod tests {
         assert_eq!((cli.namespace.as_str(), cli.output, cli.watch), ("ns", Output::Yaml, true));
         let cli = Cli::try_parse_from(["stunnerctl", "-a", "license-status"]).unwrap();
         assert!(cli.all_namespaces && matches!(cli.command, Command::License));
+        assert_eq!(cli.transport, TransportArg::Ws, "the default");
+        let cli = Cli::try_parse_from(["stunnerctl", "clients", "--transport", "grpc", "-o", "json"]).unwrap();
+        assert!(matches!(cli.command, Command::Clients) && cli.transport == TransportArg::Grpc);
     }
 }

@@ -1,11 +1,14 @@
 //! `stunnerctl`: inspect what the STUNner gateway operator serves, over its config discovery
 //! service. A drop-in for upstream stunnerctl's `config` and `license` commands (given the
-//! server address; no Kubernetes discovery), plus `status` for the operator's own statuses.
+//! server address; no Kubernetes discovery), plus `status` for the operator's own statuses
+//! and `clients` for its client table. `--transport grpc` uses the gRPC API instead of the
+//! HTTP/WebSocket one, with the same output.
 //!
 //! Exit status: 0 on success (including a watch ended by Ctrl-C or SIGTERM), 1 on any error,
 //! with the message on stderr.
 
 mod cli;
+mod clients_cmd;
 mod config_cmd;
 mod output;
 mod status_cmd;
@@ -44,7 +47,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
-    let client = CdsClient::new(&cli.cds_server_address)?;
+    let client = CdsClient::new(&cli.cds_server_address)?.with_transport(cli.transport.into());
     let mut printer = Printer::new(cli.output);
     match cli.command {
         Command::Config { gateway } => {
@@ -60,8 +63,16 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
             config_flags_unused(&cli)?;
             printer.document(&client.license().await?, summary::license)
         }
+        Command::Clients => {
+            config_flags_unused(&cli)?;
+            let list = client.clients().await?;
+            printer.document(&clients_cmd::sorted(list), clients_cmd::table)
+        }
         Command::Status { ref gateway } => {
             config_flags_unused(&cli)?;
+            if cli.transport != cli::TransportArg::Ws {
+                return Err("status is served over HTTP only: drop --transport".into());
+            }
             let filter = status_cmd::Filter {
                 all_namespaces: cli.all_namespaces,
                 namespace: &cli.namespace,

@@ -1,0 +1,280 @@
+//! The operator under load: spawned here in standalone mode, or one already running; either
+//! way driven by the manifest file this program writes into its directory.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use stunner_gateway_client::cds::ServerAddress;
+
+/// Namespace of every object the load generator writes (so it cannot clash with others').
+pub const NAMESPACE: &str = "cds-loadgen";
+/// The manifest file the load generator owns in the directory.
+const FILE: &str = "cds-loadgen.yaml";
+
+/// The realm that carries update `seq`; watchers read it back with [`seq_of_realm`].
+pub fn realm(seq: u64) -> String {
+    format!("loadgen-{seq}")
+}
+
+pub fn seq_of_realm(realm: &str) -> Option<u64> {
+    realm.strip_prefix("loadgen-")?.parse().ok()
+}
+
+/// Gateway `i`'s name.
+pub fn gateway(i: u64) -> String {
+    format!("gw-{i}")
+}
+
+/// The manifests for `gateways` Gateways at update `seq`: a GatewayClass, its GatewayConfig
+/// (whose realm carries `seq`, so one write changes every Gateway's config), a Dataplane and
+/// the Gateways, one UDP listener each.
+pub fn manifests(gateways: u64, seq: u64) -> String {
+    let mut s = format!(
+        "# Written by cds-loadgen; removed when it ends.
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: {NAMESPACE}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef:
+    group: stunner.l7mp.io
+    kind: GatewayConfig
+    name: {NAMESPACE}
+    namespace: {NAMESPACE}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata:
+  name: {NAMESPACE}
+  namespace: {NAMESPACE}
+spec:
+  realm: {realm}
+  authType: static
+  userName: user-1
+  password: pass-1
+  dataplane: {NAMESPACE}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata:
+  name: {NAMESPACE}
+spec:
+  image: docker.io/l7mp/stunnerd:latest
+  command: [stunnerd]
+  args: [-w]
+",
+        realm = realm(seq)
+    );
+    for i in 0..gateways {
+        s.push_str(&format!(
+            "---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: {name}
+  namespace: {NAMESPACE}
+spec:
+  gatewayClassName: {NAMESPACE}
+  addresses:
+    - type: IPAddress
+      value: 127.0.0.1
+  listeners:
+    - name: udp
+      port: 3478
+      protocol: UDP
+",
+            name = gateway(i)
+        ));
+    }
+    s
+}
+
+/// Where the manifests go and who reads them.
+pub struct Daemon {
+    /// The directory the operator reads.
+    dir: PathBuf,
+    /// Our temporary directory (spawned mode), removed at the end.
+    temp: Option<PathBuf>,
+    child: Option<Child>,
+    /// The CDS address (host:port).
+    pub addr: String,
+    gateways: u64,
+}
+
+impl Daemon {
+    /// Spawns `bin --standalone <temp dir>` with the initial manifests on an ephemeral loopback
+    /// port; returns once it serves (it serves only after its first complete render).
+    pub fn spawn(
+        bin: &Path,
+        gateways: u64,
+        throttle: &str,
+        max_connections: usize,
+        limit: Duration,
+    ) -> Result<Self, String> {
+        if !bin.exists() {
+            return Err(format!(
+                "the operator binary {} does not exist: build it (cargo build -p stunner-gateway-operator) or pass --operator-bin",
+                bin.display()
+            ));
+        }
+        let temp = std::env::temp_dir().join(format!("cds-loadgen-{}", std::process::id()));
+        let dir = temp.join("manifests");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let mut daemon = Daemon { dir, temp: Some(temp.clone()), child: None, addr: String::new(), gateways };
+        daemon.write(0)?;
+        let log_path = temp.join("operator.log");
+        let mut log =
+            std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let mut child = Command::new(bin)
+            .arg("--standalone")
+            .arg(&daemon.dir)
+            .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
+            .args(["--health-probe-bind-address", "0", "--throttle-timeout", throttle])
+            .args(["--cds-max-connections", &max_connections.to_string()])
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        // The log goes to a file; the line announcing the CDS address is passed on.
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("serving config discovery")
+                    && let Some(addr) = line.split("address=").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
+                }
+                let _ = writeln!(log, "{line}");
+            }
+        });
+        daemon.child = Some(child);
+        match rx.recv_timeout(limit) {
+            Ok(addr) => daemon.addr = addr,
+            Err(_) => {
+                let status = daemon.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                let why = match status {
+                    Some(s) => format!("it exited ({s})"),
+                    None => format!("it did not serve within {limit:?}"),
+                };
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(format!("the operator did not start: {why}; its log:\n{log}"));
+            }
+        }
+        Ok(daemon)
+    }
+
+    /// A running standalone operator reading `dir`, serving at `addr`.
+    pub fn external(dir: &Path, addr: String, gateways: u64) -> Result<Self, String> {
+        if !dir.is_dir() {
+            return Err(format!("--manifests {} is not a directory", dir.display()));
+        }
+        let daemon = Daemon { dir: dir.to_path_buf(), temp: None, child: None, addr, gateways };
+        daemon.write(0)?;
+        Ok(daemon)
+    }
+
+    /// Writes the manifests of update `seq`. Written beside and renamed into place, so the
+    /// operator never reads half a file.
+    pub fn write(&self, seq: u64) -> Result<(), String> {
+        let tmp = self.dir.join(format!(".{FILE}.tmp"));
+        let path = self.dir.join(FILE);
+        std::fs::write(&tmp, manifests(self.gateways, seq))
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The spawned operator's process id (for its RSS).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the operator we spawned and removes what we wrote.
+    pub fn stop(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(self.dir.join(FILE));
+        if let Some(temp) = self.temp.take() {
+            let _ = std::fs::remove_dir_all(temp);
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `VmRSS` of a process, in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Refuses a server that is not on this host: a load test against someone else's operator
+/// is an attack, so it takes an explicit --allow-remote.
+pub fn check_loopback(addr: &str, allow_remote: bool) -> Result<(), String> {
+    if allow_remote {
+        return Ok(());
+    }
+    let server = ServerAddress::parse(addr).map_err(|e| e.to_string())?;
+    let with_port = server.authority();
+    let ips: Vec<IpAddr> =
+        with_port.to_socket_addrs().map_err(|e| format!("cannot resolve {addr:?}: {e}"))?.map(|a| a.ip()).collect();
+    if ips.is_empty() || ips.iter().any(|ip| !ip.is_loopback()) {
+        return Err(format!("{addr} is not a loopback address: a load test against another host needs --allow-remote"));
+    }
+    Ok(())
+}
+
+/// Waits until `f` holds, polling, for at most `limit`.
+pub async fn wait_until<F: AsyncFnMut() -> bool>(limit: Duration, mut f: F) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn realms_carry_the_sequence_number() {
+        assert_eq!(seq_of_realm(&realm(42)), Some(42));
+        assert_eq!(seq_of_realm("stunner.l7mp.io"), None);
+        let m = manifests(3, 7);
+        assert_eq!(m.matches("kind: Gateway\n").count(), 3);
+        assert!(m.contains("realm: loadgen-7\n"));
+    }
+
+    #[test]
+    fn only_loopback_without_allow_remote() {
+        for ok in ["127.0.0.1:1", ":13478", "localhost:5", "[::1]:5", "http://127.0.0.1:5", "127.0.0.2"] {
+            assert!(check_loopback(ok, false).is_ok(), "{ok}: {:?}", check_loopback(ok, false));
+        }
+        let err = check_loopback("192.0.2.1:13478", false).unwrap_err();
+        assert!(err.contains("--allow-remote"), "{err}");
+        assert!(check_loopback("192.0.2.1:13478", true).is_ok());
+    }
+}
