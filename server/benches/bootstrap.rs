@@ -111,7 +111,8 @@ fn main() {
         })
         .await;
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let resync_writes = write_attempts(metrics_addr).await;
+        // (A counter nobody incremented reads as -0 when summed.)
+        let resync_writes = write_attempts(metrics_addr).await.abs();
         restarted.stop().await;
 
         per_combo.sort();
