@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the Go test tool in directory DIR (a module with one main package) into DIR/bin/NAME,
+# for the harness build scripts beside it (tests/apiserver, tests/deploytool).
+# Idempotent: skips the build when the binary is newer than go.mod, go.sum, DIR/build.sh, this
+# script and every *.go file in DIR. Needs only `go` and the module proxy; never downloads a
+# toolchain.
+# Usage: go-tool.sh DIR NAME [--force]
+set -euo pipefail
+
+dir="$(cd "$1" && pwd)"
+name="$2"
+force=0
+[[ "${3:-}" == "--force" ]] && force=1
+self="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/go-tool.sh"
+cd "$dir"
+
+command -v go >/dev/null || { echo "$name: 'go' not found in PATH" >&2; exit 1; }
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+bin="bin/$name"
+fresh() {
+  [[ $force -eq 0 && -x "$bin" ]] || return 1
+  local f
+  for f in go.mod go.sum build.sh "$self" *.go; do
+    [[ "$bin" -nt "$f" ]] || return 1
+  done
+}
+
+if fresh; then
+  echo "$name: $dir/$bin up to date"
+  exit 0
+fi
+
+mkdir -p bin
+t0=$SECONDS
+go build -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w" -o "$bin.tmp" .
+mv -f "$bin.tmp" "$bin"
+echo "$name: built $dir/$bin in $((SECONDS - t0))s"
