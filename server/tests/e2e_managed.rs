@@ -241,6 +241,19 @@ async fn live_updates_reach_the_cds_and_invalidation_removes_the_dataplane() {
     .await;
     assert!(has_condition(&route.data["status"]["parents"][0], "ResolvedRefs", "True", "ResolvedRefs"));
 
+    // Another tool owns fields of the Service (an annotation, a label, session affinity
+    // timeouts): the operator's next apply of the Service leaves them alone.
+    let foreign = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "udp-gateway", "namespace": NS,
+                     "annotations": {"example.com/owner": "someone-else"}, "labels": {"example.com/team": "media"}},
+    });
+    let services = api_for(c, "v1", "Service", Some(NS)).await;
+    services
+        .patch("udp-gateway", &kube::api::PatchParams::apply("another-tool"), &kube::api::Patch::Apply(&foreign))
+        .await
+        .unwrap();
+
     // A listener changes port and a new one is added: the config, the Service and the
     // Gateway's listener statuses follow.
     let gateway = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gateway.yaml")).unwrap();
@@ -261,6 +274,16 @@ async fn live_updates_reach_the_cds_and_invalidation_removes_the_dataplane() {
         ports == [3478, 3479, 3480]
     })
     .await;
+    let service = get(c, "v1", "Service", Some(NS), "udp-gateway").await.unwrap();
+    assert_eq!(
+        service.metadata.annotations.as_ref().unwrap().get("example.com/owner").map(String::as_str),
+        Some("someone-else")
+    );
+    assert_eq!(
+        label(&service, "example.com/team"),
+        Some("media"),
+        "another manager's label survives the operator's apply"
+    );
     wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "three listener statuses", |o| {
         o.data["status"]["listeners"].as_array().is_some_and(|l| l.len() == 3)
             && condition(&o.data["status"], "Programmed").is_some_and(|p| p["observedGeneration"] == 2)
