@@ -101,4 +101,8 @@ async fn rejected_manifests_status_conflicts_and_an_apiserver_restart() {
     })
     .await;
     assert!(op.log_contains("watch failed"), "the restart was noticed");
+    // The new API server's watch cache starts at the current revision: watches resumed from
+    // older resourceVersions were told 410 Expired, and the changes above still arrived, so
+    // they relisted.
+    assert!(op.log_contains("too old resource version"), "a watch expired (410) and relisted");
 }
