@@ -354,6 +354,26 @@ mod tests {
         out
     }
 
+    /// The writer's task on `sink`, until `stop`.
+    struct Running {
+        task: tokio::task::JoinHandle<()>,
+        shutdown: CancellationToken,
+    }
+
+    impl Running {
+        fn start(writer: &Writer, sink: &Recorder, leading: watch::Receiver<bool>) -> Running {
+            let shutdown = CancellationToken::new();
+            let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+            Running { task, shutdown }
+        }
+
+        /// Shuts the writer down and waits until it has finished.
+        async fn stop(self) {
+            self.shutdown.cancel();
+            self.task.await.unwrap();
+        }
+    }
+
     /// Lets the writer task run until it waits again.
     async fn settle() {
         for _ in 0..20 {
@@ -368,8 +388,7 @@ mod tests {
         let (leader, leading) = watch::channel(true);
         writer.submit(&output("1"), &Index::new());
         writer.submit(&output("2"), &Index::new());
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        let running = Running::start(&writer, &sink, leading);
         settle().await;
         assert_eq!(sink.services(), ["2"], "latest wins");
         writer.submit(&output("2"), &Index::new());
@@ -385,8 +404,7 @@ mod tests {
         writer.submit(&output("4"), &Index::new());
         settle().await;
         assert_eq!(sink.services(), ["2", "3", "4"]);
-        shutdown.cancel();
-        task.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -394,8 +412,7 @@ mod tests {
         let writer = Writer::new(OperatorMetrics::default());
         let sink = Recorder::default();
         let (leader, leading) = watch::channel(false);
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        let running = Running::start(&writer, &sink, leading);
         writer.submit(&output("1"), &Index::new());
         writer.submit(&output("2"), &Index::new());
         settle().await;
@@ -403,8 +420,7 @@ mod tests {
         leader.send_replace(true);
         settle().await;
         assert_eq!(sink.services(), ["2"]);
-        shutdown.cancel();
-        task.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -412,16 +428,14 @@ mod tests {
         let writer = Writer::new(OperatorMetrics::default());
         let sink = Recorder { failures: Arc::new(Mutex::new(ATTEMPTS + 1)), ..Default::default() };
         let (_leader, leading) = watch::channel(true);
-        let shutdown = CancellationToken::new();
         writer.submit(&output("1"), &Index::new());
-        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        let running = Running::start(&writer, &sink, leading);
         // The first round gives up after ATTEMPTS; the next round, a resync later, succeeds.
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(sink.services().is_empty());
         tokio::time::sleep(RESYNC).await;
         assert_eq!(sink.services(), ["1"]);
-        shutdown.cancel();
-        task.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -429,16 +443,14 @@ mod tests {
         let writer = Writer::new(OperatorMetrics::default());
         let sink = Recorder { failures: Arc::new(Mutex::new(1)), permanent: true, ..Default::default() };
         let (_leader, leading) = watch::channel(true);
-        let shutdown = CancellationToken::new();
         writer.submit(&output("1"), &Index::new());
-        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        let running = Running::start(&writer, &sink, leading);
         tokio::time::sleep(RESYNC * 3).await;
         assert!(sink.services().is_empty(), "not retried");
         writer.submit(&output("2"), &Index::new());
         settle().await;
         assert_eq!(sink.services(), ["2"]);
-        shutdown.cancel();
-        task.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -447,13 +459,11 @@ mod tests {
         // The first round fails, so the write waits for a resync that never comes.
         let sink = Recorder { failures: Arc::new(Mutex::new(ATTEMPTS)), ..Default::default() };
         let (_leader, leading) = watch::channel(true);
-        let shutdown = CancellationToken::new();
         writer.submit(&output("1"), &Index::new());
-        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        let running = Running::start(&writer, &sink, leading);
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(sink.services().is_empty());
-        shutdown.cancel();
-        task.await.unwrap();
+        running.stop().await;
         assert_eq!(sink.services(), ["1"]);
     }
 
@@ -462,12 +472,10 @@ mod tests {
         let writer = Writer::new(OperatorMetrics::default());
         let sink = Recorder::default();
         let (_leader, leading) = watch::channel(false);
-        let shutdown = CancellationToken::new();
         writer.submit(&output("1"), &Index::new());
-        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        let running = Running::start(&writer, &sink, leading);
         settle().await;
-        shutdown.cancel();
-        task.await.unwrap();
+        running.stop().await;
         assert!(sink.services().is_empty());
     }
 }
