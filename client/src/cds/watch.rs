@@ -24,11 +24,12 @@ use url::Url;
 
 /// Which API a client uses. Both serve the same configs from the same port set; the
 /// difference is what the protocol itself can carry (see the module docs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
     /// The upstream HTTP/WebSocket API, the one `stunnerd` speaks: no versions, no resume,
     /// no acknowledgements.
     #[default]
+    #[value(name = "ws", alias = "websocket")]
     WebSocket,
     /// The typed gRPC API (`stunner.cds.v1.ConfigDiscovery`): versions, resume, acks.
     Grpc,

@@ -1,8 +1,9 @@
 //! The command line of `cds-loadgen`, with the bounds that keep every run finite.
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
+use stunner_gateway_client::cds::Transport;
 
 /// Most watchers one run may open: each is a TCP connection on both ends of loopback.
 pub const MAX_WATCHERS: usize = 20_000;
@@ -33,8 +34,8 @@ pub struct Args {
     pub gateways: u64,
 
     /// Wire protocol of the watchers.
-    #[arg(long, value_enum, default_value_t = TransportArg::Ws)]
-    pub transport: TransportArg,
+    #[arg(long, value_enum, default_value = "ws")]
+    pub transport: Transport,
 
     /// The whole run ends after this many seconds, finished or not.
     #[arg(long, default_value = "120", value_parser = parse_duration)]
@@ -76,21 +77,6 @@ pub struct Args {
     /// Print the summary as one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportArg {
-    Ws,
-    Grpc,
-}
-
-impl From<TransportArg> for stunner_gateway_client::cds::Transport {
-    fn from(t: TransportArg) -> Self {
-        match t {
-            TransportArg::Ws => Self::WebSocket,
-            TransportArg::Grpc => Self::Grpc,
-        }
-    }
 }
 
 /// Seconds (`90`, `1.5`) or with a unit (`500ms`, `30s`, `2m`), at most an hour.

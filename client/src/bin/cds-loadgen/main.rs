@@ -86,7 +86,7 @@ enum Report {
 async fn run(args: &Args) -> Result<Summary, String> {
     let started = Instant::now();
     let deadline = started + args.duration;
-    let transport: Transport = args.transport.into();
+    let transport = args.transport;
 
     // The operator.
     let daemon = match &args.manifests {

@@ -1,6 +1,7 @@
 //! The command line: upstream stunnerctl's flags where they apply to a CDS client.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use stunner_gateway_client::cds::Transport;
 
 /// Inspect the dataplane configs, license and statuses served by the STUNner gateway operator.
 #[derive(Debug, Parser)]
@@ -11,8 +12,8 @@ pub struct Cli {
     pub cds_server_address: String,
 
     /// API to use: ws (the HTTP/WebSocket API stunnerd speaks) or grpc. Same output either way.
-    #[arg(long, global = true, value_enum, default_value_t = TransportArg::Ws)]
-    pub transport: TransportArg,
+    #[arg(long, global = true, value_enum, default_value = "ws")]
+    pub transport: Transport,
 
     /// Namespace of the Gateways.
     #[arg(short, long, global = true, default_value = "default")]
@@ -60,23 +61,6 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportArg {
-    /// HTTP GETs and WebSocket watches.
-    Ws,
-    /// The gRPC API.
-    Grpc,
-}
-
-impl From<TransportArg> for stunner_gateway_client::cds::Transport {
-    fn from(t: TransportArg) -> Self {
-        match t {
-            TransportArg::Ws => Self::WebSocket,
-            TransportArg::Grpc => Self::Grpc,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     /// Human-readable summary.
     Summary,
@@ -103,8 +87,8 @@ mod tests {
         assert_eq!((cli.namespace.as_str(), cli.output, cli.watch), ("ns", Output::Yaml, true));
         let cli = Cli::try_parse_from(["stunnerctl", "-a", "license-status"]).unwrap();
         assert!(cli.all_namespaces && matches!(cli.command, Command::License));
-        assert_eq!(cli.transport, TransportArg::Ws, "the default");
+        assert_eq!(cli.transport, Transport::WebSocket, "the default");
         let cli = Cli::try_parse_from(["stunnerctl", "clients", "--transport", "grpc", "-o", "json"]).unwrap();
-        assert!(matches!(cli.command, Command::Clients) && cli.transport == TransportArg::Grpc);
+        assert!(matches!(cli.command, Command::Clients) && cli.transport == Transport::Grpc);
     }
 }

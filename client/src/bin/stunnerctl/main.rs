@@ -21,7 +21,7 @@ use std::error::Error;
 use std::io::{self, Write};
 use std::process::ExitCode;
 use stunner_gateway::cds::ConfigId;
-use stunner_gateway_client::cds::{CdsClient, ConfigScope};
+use stunner_gateway_client::cds::{CdsClient, ConfigScope, Transport};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
-    let client = CdsClient::new(&cli.cds_server_address)?.with_transport(cli.transport.into());
+    let client = CdsClient::new(&cli.cds_server_address)?.with_transport(cli.transport);
     let mut printer = Printer::new(cli.output);
     match cli.command {
         Command::Config { gateway } => {
@@ -70,7 +70,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         }
         Command::Status { ref gateway } => {
             config_flags_unused(&cli)?;
-            if cli.transport != cli::TransportArg::Ws {
+            if cli.transport != Transport::WebSocket {
                 return Err("status is served over HTTP only: drop --transport".into());
             }
             let filter = status_cmd::Filter {
