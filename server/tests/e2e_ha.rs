@@ -9,14 +9,6 @@ use e2e::*;
 const GW: &str = "gateway.networking.k8s.io/v1";
 const NS: &str = "stunner";
 
-const WRITTEN: [ObjectId; 5] = [
-    (GW, "GatewayClass", None, "stunner-gatewayclass"),
-    (GW, "Gateway", Some(NS), "udp-gateway"),
-    ("stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane"),
-    ("v1", "Service", Some(NS), "udp-gateway"),
-    ("apps/v1", "Deployment", Some(NS), "udp-gateway"),
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_and_the_other_replica_takes_over() {
     let cluster = Cluster::start("ha").await;
@@ -48,7 +40,7 @@ async fn only_the_leader_writes_and_the_other_replica_takes_over() {
     })
     .await;
     wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "exists", |_| true).await;
-    let before = settle(c, &WRITTEN).await;
+    let before = settle(c, &QUICKSTART_WRITTEN).await;
     assert_eq!(lease_holder(c).await.as_deref(), Some(leader.as_str()), "no leader change while settling");
 
     // Both replicas serve the same config.
@@ -80,7 +72,7 @@ async fn only_the_leader_writes_and_the_other_replica_takes_over() {
     })
     .await;
     wait_for("the new leader's log", || async { follower.log_contains("became the leader").then_some(()) }).await;
-    let after = settle(c, &WRITTEN).await;
+    let after = settle(c, &QUICKSTART_WRITTEN).await;
     assert_eq!(after, before, "a new leader rewrites nothing that is unchanged");
     let later = drain(&mut ws, std::time::Duration::from_secs(2)).await;
     assert!(later.iter().all(|c| *c == config), "no other config during the takeover: {later:?}");

@@ -11,15 +11,6 @@ use std::time::Duration;
 const GW: &str = "gateway.networking.k8s.io/v1";
 const NS: &str = "stunner";
 
-/// The quickstart's objects the operator writes (statuses or whole objects).
-const WRITTEN: [ObjectId; 5] = [
-    (GW, "GatewayClass", None, "stunner-gatewayclass"),
-    (GW, "Gateway", Some(NS), "udp-gateway"),
-    ("stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane"),
-    ("v1", "Service", Some(NS), "udp-gateway"),
-    ("apps/v1", "Deployment", Some(NS), "udp-gateway"),
-];
-
 async fn quickstart(cluster: &Cluster) {
     apply_yaml(&cluster.admin, &namespace_yaml(NS)).await;
     apply_yaml(&cluster.admin, &quickstart_yaml()).await;
@@ -72,7 +63,7 @@ async fn quickstart_statuses_owned_objects_and_config() {
     assert_eq!(parent["parentRef"]["name"], "udp-gateway");
 
     // Statuses are the operator's, written to the status subresource.
-    for (av, kind, ns, name) in &WRITTEN[..3] {
+    for (av, kind, ns, name) in &QUICKSTART_WRITTEN[..3] {
         let o = get(c, av, kind, *ns, name).await.unwrap();
         assert!(
             managers(&o).contains(&("stunner-gateway-operator".into(), "status".into())),
@@ -378,7 +369,7 @@ async fn a_restarted_operator_writes_nothing_and_serves_the_same_config() {
         c.listeners.len() == 2 && c.listeners.iter().all(|l| l.public_addr == "127.0.0.1")
     })
     .await;
-    let versions_before = settle(&cluster.admin, &WRITTEN).await;
+    let versions_before = settle(&cluster.admin, &QUICKSTART_WRITTEN).await;
     assert!(versions_before.iter().all(|(_, v)| v.is_some()), "{versions_before:?}");
     op.stop().await;
     // A dataplane watching the stopping process sees its watch end, never a zero config
@@ -393,7 +384,7 @@ async fn a_restarted_operator_writes_nothing_and_serves_the_same_config() {
     // Nothing else arrives: no zero config, no intermediate version.
     let later = drain(&mut ws, Duration::from_secs(5)).await;
     assert!(later.is_empty(), "unexpected configs after a restart: {later:?}");
-    let versions_after = settle(&cluster.admin, &WRITTEN).await;
+    let versions_after = settle(&cluster.admin, &QUICKSTART_WRITTEN).await;
     assert_eq!(versions_after, versions_before, "a restart with nothing changed writes nothing");
     assert!(op.log_contains("initial sync of every watched kind complete"));
     op.assert_no_rbac_denials();

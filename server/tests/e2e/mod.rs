@@ -657,6 +657,15 @@ pub async fn resource_version(
     get(client, api_version, kind, namespace, name).await.and_then(|o| o.metadata.resource_version)
 }
 
+/// The quickstart's objects the operator writes (statuses or whole objects).
+pub const QUICKSTART_WRITTEN: [ObjectId; 5] = [
+    ("gateway.networking.k8s.io/v1", "GatewayClass", None, "stunner-gatewayclass"),
+    ("gateway.networking.k8s.io/v1", "Gateway", Some("stunner"), "udp-gateway"),
+    ("stunner.l7mp.io/v1", "UDPRoute", Some("stunner"), "media-plane"),
+    ("v1", "Service", Some("stunner"), "udp-gateway"),
+    ("apps/v1", "Deployment", Some("stunner"), "udp-gateway"),
+];
+
 /// The quickstart manifests (deploy/examples/quickstart), the GatewayClass's controller name
 /// and namespaced objects as they are there.
 pub fn quickstart_yaml() -> String {
