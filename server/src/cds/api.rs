@@ -3,14 +3,13 @@
 use super::clients::{ClientInfo, ClientList, ClientTable};
 use super::handshake;
 use super::metrics::Transport;
-use super::serve::PeerAddr;
+use super::serve::{self, PeerAddr};
 use super::session::{self, Session};
 use super::store::{ConfigStore, Frame, Scope};
 use super::watch::{Held, Watch};
 use axum::Router;
 use axum::body::Body;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -99,9 +98,9 @@ async fn upgrade(state: Arc<CdsState>, scope: Scope, node: Option<String>, req: 
         resp.headers_mut().insert("sec-websocket-version", HeaderValue::from_static("13"));
         return resp;
     }
-    let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-        Ok(ws) => ws,
-        Err(rejection) => return rejection.into_response(),
+    // Present on HTTP/1.1 connections only (hyper's upgrade machinery).
+    let Some(on_upgrade) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
+        return text_error(StatusCode::UPGRADE_REQUIRED, "WebSocket watches need an HTTP/1.1 connection");
     };
     let permit = parts.extensions.get::<session::ConnectionPermit>().cloned();
     let settings = state.session.clone();
@@ -122,14 +121,19 @@ async fn upgrade(state: Arc<CdsState>, scope: Scope, node: Option<String>, req: 
     let (watch, initial) = Watch::resume(state.store.clone(), scope, node, &Held::new());
     let clients = state.clients.clone();
     let metrics = state.store.metrics.clone();
-    settings
-        .configure(ws)
-        .on_failed_upgrade(|e| tracing::debug!(error = %e, "CDS WebSocket upgrade failed"))
-        .on_upgrade(move |socket| {
-            // In the client table from the completed upgrade to the end of the session.
-            let client = clients.register(info);
-            Session { socket, watch, settings, metrics, shutdown, client, _permit: permit }.run(initial)
-        })
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => return tracing::debug!(error = %e, "CDS WebSocket upgrade failed"),
+        };
+        let Some((stream, received)) = serve::into_tcp(upgraded) else {
+            return tracing::error!("CDS WebSocket upgrade on a connection that is not the CDS listener's");
+        };
+        // In the client table from the completed upgrade to the end of the session.
+        let client = clients.register(info);
+        Session { stream, received, watch, settings, metrics, shutdown, client, _permit: permit }.run(initial).await
+    });
+    handshake::switching_protocols(&parts.headers)
 }
 
 /// The parameters upstream binds, with its rules: each key at most once, `watch` a Go bool.

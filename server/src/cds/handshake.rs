@@ -5,7 +5,11 @@
 //! stunnerd sends an Origin that carries the query string, and the host inside it must
 //! equal the Host header.
 
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use base64::Engine;
+use sha1::{Digest, Sha1};
 
 /// Why an upgrade was refused: the status and gorilla's message.
 #[derive(Debug, PartialEq, Eq)]
@@ -44,6 +48,27 @@ pub fn check(headers: &HeaderMap) -> Result<(), Refusal> {
         );
     }
     Ok(())
+}
+
+/// The 101 answer to a handshake that passed [`check`].
+pub fn switching_protocols(headers: &HeaderMap) -> Response {
+    let key = headers.get(header::SEC_WEBSOCKET_KEY).map_or(&b""[..], |k| k.as_bytes());
+    let accept = HeaderValue::from_str(&accept_key(key)).expect("base64 is a valid header value");
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    resp
+}
+
+/// RFC 6455 §4.2.2: base64 of the SHA-1 of the client's key and the protocol's GUID.
+fn accept_key(key: &[u8]) -> String {
+    let mut sha = Sha1::new();
+    sha.update(key);
+    sha.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    base64::engine::general_purpose::STANDARD.encode(sha.finalize())
 }
 
 /// Whether any value of `name` lists `token` among its comma-separated tokens.
@@ -98,6 +123,15 @@ mod tests {
         assert_eq!(check(&h), Ok(()));
         h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, UPGRADE"));
         assert_eq!(check(&h), Ok(()));
+    }
+
+    #[test]
+    fn accepts_with_the_rfc_key() {
+        // The example of RFC 6455 §1.3.
+        let resp = switching_protocols(&stunnerd_headers());
+        assert_eq!(resp.status(), StatusCode::SWITCHING_PROTOCOLS);
+        assert_eq!(resp.headers()[header::SEC_WEBSOCKET_ACCEPT], "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert_eq!(resp.headers()[header::UPGRADE], "websocket");
     }
 
     #[test]

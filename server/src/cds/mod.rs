@@ -16,6 +16,7 @@ pub mod session;
 pub mod store;
 pub mod version;
 pub mod watch;
+pub mod websocket;
 
 pub use metrics::CdsMetrics;
 pub use serve::{ServerSettings, serve};

@@ -10,6 +10,7 @@ use super::metrics::{GRPC, WEBSOCKET};
 use super::session::ConnectionPermit;
 use super::store::ConfigStore;
 use axum::extract::Request;
+use bytes::{Bytes, BytesMut};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::io;
@@ -249,6 +250,16 @@ impl AsyncWrite for Rewind {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// The TCP connection under an upgraded HTTP/1.1 connection, and what the client sent after
+/// its request that was already read: watch sessions write to the socket itself.
+pub(super) fn into_tcp(upgraded: hyper::upgrade::Upgraded) -> Option<(TcpStream, Bytes)> {
+    let parts = upgraded.downcast::<TokioIo<Rewind>>().ok()?;
+    let Rewind { prefix, inner } = parts.io.into_inner();
+    let mut received = BytesMut::from(&prefix[..]);
+    received.extend_from_slice(&parts.read_buf);
+    Some((inner, received.freeze()))
 }
 
 /// Tells a client past the connection limit why, then closes.

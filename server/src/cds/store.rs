@@ -36,11 +36,31 @@ pub struct Snapshot {
     /// Per-node variants of `json`, keyed by the node address they carry; only for configs
     /// with a node-address placeholder.
     patched: Mutex<HashMap<Option<IpAddr>, Frame>>,
-    /// The other transports' encoding (gRPC's `ConfigUpdate`) of `json`, made on first use and
-    /// then shared by every client of this version.
-    encoded: OnceLock<Bytes>,
+    /// The wire encodings of `json`, made on first use and then shared by every client of
+    /// this version.
+    encoded: [OnceLock<Bytes>; Encoding::COUNT],
     /// The same for each per-node variant.
-    encoded_patched: Mutex<HashMap<Option<IpAddr>, Bytes>>,
+    encoded_patched: Mutex<HashMap<(Encoding, Option<IpAddr>), Bytes>>,
+}
+
+/// How a transport puts a config on the wire, beyond the JSON itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// A complete WebSocket text frame, written as is by every watch session.
+    WebSocketFrame,
+    /// gRPC's `ConfigUpdate` message.
+    GrpcUpdate,
+}
+
+impl Encoding {
+    const COUNT: usize = 2;
+
+    fn encode(self, snapshot: &Snapshot, frame: &Frame) -> Bytes {
+        match self {
+            Encoding::WebSocketFrame => super::websocket::text_frame(frame.as_bytes()),
+            Encoding::GrpcUpdate => crate::grpc::encode_update(snapshot, frame),
+        }
+    }
 }
 
 /// One wire form of a snapshot: the config as published, or patched for a node.
@@ -65,7 +85,7 @@ impl Snapshot {
             deleted,
             normalized,
             patched: Mutex::default(),
-            encoded: OnceLock::new(),
+            encoded: Default::default(),
             encoded_patched: Mutex::default(),
         }
     }
@@ -117,14 +137,15 @@ impl Snapshot {
         Variant { frame, patch: Some(addr) }
     }
 
-    /// Another transport's encoding of `variant` (one of this snapshot's), made by `encode` on
-    /// first use and shared by every client sent the same variant afterwards.
-    pub fn encoded(&self, variant: &Variant, encode: impl FnOnce(&Snapshot, &Frame) -> Bytes) -> Bytes {
+    /// `variant` (one of this snapshot's) in `encoding`, made on first use and shared by
+    /// every client sent the same variant afterwards.
+    pub fn encoded(&self, variant: &Variant, encoding: Encoding) -> Bytes {
+        let encode = || encoding.encode(self, &variant.frame);
         match variant.patch {
-            None => self.encoded.get_or_init(|| encode(self, &variant.frame)).clone(),
+            None => self.encoded[encoding as usize].get_or_init(encode).clone(),
             Some(addr) => {
                 let mut cache = self.encoded_patched.lock().expect("encode cache lock");
-                cache.entry(addr).or_insert_with(|| encode(self, &variant.frame)).clone()
+                cache.entry((encoding, addr)).or_insert_with(encode).clone()
             }
         }
     }

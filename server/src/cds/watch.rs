@@ -49,7 +49,7 @@ enum Feed {
         node: Option<String>,
         rx: watch::Receiver<Option<Arc<Snapshot>>>,
         node_rx: Option<watch::Receiver<Option<IpAddr>>>,
-        last_sent: Option<Frame>,
+        last_sent: Option<Sent>,
     },
     /// Every config in a namespace, or all of them; never patched.
     Many { scope: Scope, rx: watch::Receiver<()>, sent: Held },
@@ -79,14 +79,13 @@ impl Watch {
                 let (rx, current) = store.subscribe_id(&id);
                 let (last_sent, initial) = match current {
                     Some(s) => {
-                        let variant = s.variant_for(node.as_deref(), &store.nodes);
-                        let frame = variant.frame.clone();
-                        let initial = wanted(&s).then(|| Update { snapshot: s, variant });
-                        (Some(frame), initial)
+                        let update = Update { variant: s.variant_for(node.as_deref(), &store.nodes), snapshot: s };
+                        let sent = Sent::of(&update);
+                        (Some(sent), wanted(&update.snapshot).then_some(update))
                     }
                     None => {
                         let deletion = gone(&id);
-                        (deletion.as_ref().map(|u| u.frame().clone()), deletion)
+                        (deletion.as_ref().map(Sent::of), deletion)
                     }
                 };
                 (Feed::One { id, node, rx, node_rx, last_sent }, initial.into_iter().collect())
@@ -106,13 +105,16 @@ impl Watch {
 
     /// Waits for the next change in scope and returns the frames to send for it.
     pub async fn next(&mut self) -> Result<Vec<Frame>, StoreClosed> {
-        Ok(self.next_updates().await?.into_iter().map(|u| u.variant.frame).collect())
+        let mut updates = Vec::new();
+        self.next_updates(&mut updates).await?;
+        Ok(updates.into_iter().map(|u| u.variant.frame).collect())
     }
 
-    /// [`Self::next`] with the version of each frame.
-    pub async fn next_updates(&mut self) -> Result<Vec<Update>, StoreClosed> {
+    /// [`Self::next`] with the version of each frame, added to `out` (a session's reused
+    /// queue: a push allocates nothing). Cancel-safe: `out` changes only when it returns.
+    pub async fn next_updates(&mut self, out: &mut impl Extend<Update>) -> Result<(), StoreClosed> {
         loop {
-            let updates = match &mut self.feed {
+            match &mut self.feed {
                 Feed::One { node, rx, node_rx, last_sent, .. } => {
                     match node_rx {
                         Some(node_rx) => tokio::select! {
@@ -121,24 +123,45 @@ impl Watch {
                         },
                         None => rx.changed().await.map_err(|_| StoreClosed)?,
                     }
-                    let latest = rx.borrow_and_update().clone();
-                    latest
-                        .map(|s| Update { variant: s.variant_for(node.as_deref(), &self.store.nodes), snapshot: s })
-                        .filter(|u| last_sent.as_ref().map(Frame::as_str) != Some(u.frame().as_str()))
-                        .inspect(|u| *last_sent = Some(u.frame().clone()))
-                        .into_iter()
-                        .collect()
+                    let Some(snapshot) = rx.borrow_and_update().clone() else { continue };
+                    let update = Update { variant: snapshot.variant_for(node.as_deref(), &self.store.nodes), snapshot };
+                    if last_sent.as_ref().is_some_and(|sent| sent.is_same(&update)) {
+                        continue;
+                    }
+                    *last_sent = Some(Sent::of(&update));
+                    out.extend(Some(update));
+                    return Ok(());
                 }
                 Feed::Many { scope, rx, sent } => {
                     rx.changed().await.map_err(|_| StoreClosed)?;
                     rx.borrow_and_update();
-                    diff(&self.store.list(scope), sent)
+                    let updates = diff(&self.store.list(scope), sent);
+                    if !updates.is_empty() {
+                        out.extend(updates);
+                        return Ok(());
+                    }
                 }
-            };
-            if !updates.is_empty() {
-                return Ok(updates);
             }
         }
+    }
+}
+
+/// What a single-id client was sent last: a node-address change that leaves its frame as it
+/// was is not sent again.
+struct Sent {
+    version: Version,
+    frame: Frame,
+}
+
+impl Sent {
+    fn of(update: &Update) -> Self {
+        Sent { version: update.snapshot.version, frame: update.frame().clone() }
+    }
+
+    /// Versions are content digests: a new version always has new bytes, so only the frames
+    /// of the same version (patched for another node address) need comparing.
+    fn is_same(&self, update: &Update) -> bool {
+        self.version == update.snapshot.version && self.frame.as_str() == update.frame().as_str()
     }
 }
 

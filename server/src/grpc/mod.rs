@@ -79,8 +79,8 @@ impl prost::Message for Encoded {
     }
 }
 
-/// The `ConfigUpdate` of one snapshot variant: what [`crate::cds::Snapshot::encoded`] caches.
-fn encode_update(snapshot: &crate::cds::Snapshot, frame: &crate::cds::store::Frame) -> Bytes {
+/// The `ConfigUpdate` of one snapshot variant: [`crate::cds::store::Encoding::GrpcUpdate`].
+pub(crate) fn encode_update(snapshot: &crate::cds::Snapshot, frame: &crate::cds::store::Frame) -> Bytes {
     let update = proto::ConfigUpdate {
         id: Some(proto::ConfigId { namespace: snapshot.id.namespace.clone(), name: snapshot.id.name.clone() }),
         version: snapshot.version.to_string(),

@@ -5,10 +5,11 @@
 
 use super::config_discovery_server;
 use super::stream::{Outbound, read_acks};
-use super::{Encoded, Settings, encode_list, encode_update};
+use super::{Encoded, Settings, encode_list};
 use crate::cds::clients::{ClientInfo, ClientTable};
 use crate::cds::metrics::Transport;
 use crate::cds::serve::PeerAddr;
+use crate::cds::store::Encoding;
 use crate::cds::watch::{Held, Watch};
 use crate::cds::{CdsMetrics, ConfigStore, Scope, Version};
 use futures_util::Stream;
@@ -47,7 +48,8 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
 impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
     async fn list(&self, request: Request<proto::ListRequest>) -> Result<Response<Encoded>, Status> {
         let scope = scope(request.into_inner().scope)?;
-        let updates: Vec<_> = self.store.list(&scope).iter().map(|s| s.encoded(&s.plain(), encode_update)).collect();
+        let updates: Vec<_> =
+            self.store.list(&scope).iter().map(|s| s.encoded(&s.plain(), Encoding::GrpcUpdate)).collect();
         Ok(Response::new(Encoded(encode_list(&updates))))
     }
 
@@ -59,7 +61,7 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
         };
         let node = (!request.node.is_empty()).then_some(request.node.as_str());
         let variant = snapshot.variant_for(node, self.store.nodes());
-        Ok(Response::new(Encoded(snapshot.encoded(&variant, encode_update))))
+        Ok(Response::new(Encoded(snapshot.encoded(&variant, Encoding::GrpcUpdate))))
     }
 
     type WatchStream = WatchStream;

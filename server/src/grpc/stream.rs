@@ -7,11 +7,12 @@
 
 #![allow(clippy::result_large_err)]
 
+use super::Encoded;
 use super::service::{ack_id, version};
-use super::{Encoded, encode_update};
 use crate::cds::CdsMetrics;
 use crate::cds::clients::{Client, Registration};
 use crate::cds::metrics::GRPC;
+use crate::cds::store::Encoding;
 use crate::cds::watch::{Update, Watch};
 use futures_util::Stream;
 use std::collections::VecDeque;
@@ -72,14 +73,14 @@ impl Outbound {
                     return self.end(Status::unavailable("the config discovery server is shutting down"));
                 }
                 status = protocol_error(&mut self.errors) => return self.end(status),
-                next = self.watch.next_updates() => match next {
-                    Ok(updates) => self.pending.extend(updates),
+                next = self.watch.next_updates(&mut self.pending) => match next {
+                    Ok(()) => {}
                     Err(_) => return self.end(Status::unavailable("the config discovery server is shutting down")),
                 },
             }
         }
         let update = self.pending.pop_front()?;
-        let bytes = update.snapshot.encoded(&update.variant, encode_update);
+        let bytes = update.snapshot.encoded(&update.variant, Encoding::GrpcUpdate);
         self.client.sent(&update.snapshot.id, update.snapshot.version);
         self.metrics.pushes.get_or_create(&GRPC).inc();
         self.metrics.push_bytes.get_or_create(&GRPC).inc_by(bytes.len() as u64);
