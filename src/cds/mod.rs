@@ -1,8 +1,10 @@
 //! Bodies and identifiers of the config discovery service's HTTP API (cds-protocol.md §2),
-//! plus our `/api/v1/statuses` ([`StatusList`]).
+//! plus our `/api/v1/statuses` ([`StatusList`]) and `/api/v1/clients` ([`ClientList`]).
 
+mod clients;
 mod status;
 
+pub use clients::{ClientConfigState, ClientInfo, ClientList};
 pub use status::{Condition, ListenerConditions, ObjectStatus, ParentConditions, ParentRef, StatusList};
 
 use crate::config::StunnerConfig;
