@@ -11,13 +11,12 @@ use common::{Server, config, start};
 use futures_util::{SinkExt, StreamExt};
 use pb::config_discovery_client::ConfigDiscoveryClient;
 use std::time::Duration;
-use stunner_gateway::cds::ConfigId;
+use stunner_gateway::cds::{ClientList, ConfigId};
 use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
 use stunner_gateway::proto::{
     Ack, ConfigUpdate, GetLicenseRequest, GetRequest, Held, ListClientsRequest, ListRequest, Scope, WatchRequest,
     WatchStart, scope, watch_request,
 };
-use stunner_gateway_operator::cds::clients::ClientList;
 use stunner_gateway_operator::cds::{ServerSettings, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

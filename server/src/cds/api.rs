@@ -1,6 +1,6 @@
 //! The HTTP API of cds-protocol.md §2: plain GETs and, with `watch=true`, WebSocket watches.
 
-use super::clients::{ClientInfo, ClientList, ClientTable};
+use super::clients::{ClientInfo, ClientTable};
 use super::handshake;
 use super::metrics::Transport;
 use super::serve::{self, PeerAddr};
@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::{BufMut, Bytes, BytesMut};
 use std::sync::Arc;
-use stunner_gateway::cds::{ApiError, ConfigId};
+use stunner_gateway::cds::{ApiError, ClientList, ConfigId};
 use stunner_gateway::config::json;
 use tokio_util::sync::CancellationToken;
 

@@ -6,13 +6,12 @@
 //! touches only that client's entry, never a lock shared by all watchers; the table-wide
 //! lock is taken for writing only on connect and disconnect, and for reading by listings.
 //!
-//! Served as JSON on `GET /api/v1/clients` ([`ClientList`], the proto JSON mapping of
-//! `ListClientsResponse`), over gRPC (`ListClients`) and as the `clients` gauge.
+//! Served over gRPC (`ListClients`), as JSON on `GET /api/v1/clients` (converted to
+//! [`stunner_gateway::cds::ClientList`]) and as the `clients` gauge.
 
 use super::metrics::{AckLabel, AckResult, CdsMetrics, Transport, TransportLabel};
 use super::store::Scope;
 use super::version::Version;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -203,74 +202,6 @@ impl Drop for Registration {
     fn drop(&mut self) {
         self.table.clients.write().expect("client table lock").remove(&self.id);
         self.table.metrics.clients.get_or_create(&self.label).dec();
-    }
-}
-
-/// The JSON of `GET /api/v1/clients`: the proto3 JSON mapping of `ListClientsResponse`
-/// (camelCase keys), except that every key is always present.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientList {
-    pub clients: Vec<ClientJson>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClientJson {
-    pub transport: String,
-    pub remote_address: String,
-    pub node: String,
-    pub scope: String,
-    pub client_name: String,
-    pub connected_since: String,
-    pub configs: Vec<ClientConfigJson>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClientConfigJson {
-    pub id: ConfigIdJson,
-    pub version_sent: String,
-    pub version_acked: String,
-    pub version_rejected: String,
-    pub error: String,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConfigIdJson {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl From<proto::ListClientsResponse> for ClientList {
-    fn from(list: proto::ListClientsResponse) -> Self {
-        ClientList {
-            clients: list
-                .clients
-                .into_iter()
-                .map(|c| ClientJson {
-                    transport: c.transport,
-                    remote_address: c.remote_address,
-                    node: c.node,
-                    scope: c.scope,
-                    client_name: c.client_name,
-                    connected_since: c.connected_since,
-                    configs: c
-                        .configs
-                        .into_iter()
-                        .map(|cc| {
-                            let id = cc.id.unwrap_or_default();
-                            ClientConfigJson {
-                                id: ConfigIdJson { namespace: id.namespace, name: id.name },
-                                version_sent: cc.version_sent,
-                                version_acked: cc.version_acked,
-                                version_rejected: cc.version_rejected,
-                                error: cc.error,
-                            }
-                        })
-                        .collect(),
-                })
-                .collect(),
-        }
     }
 }
 
