@@ -7,9 +7,7 @@
 //! an error, so the watch reconnects just as a silent WebSocket makes it.
 
 use super::watch::{Ack, Frame};
-use super::{
-    ClientConfigState, ClientError, ClientInfo, ClientList, ConfigScope, ServerAddress, Timeouts, WatchSettings,
-};
+use super::{ClientError, ClientList, ConfigScope, ServerAddress, Timeouts, WatchSettings};
 use std::time::Duration;
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway::config::StunnerConfig;
@@ -162,30 +160,7 @@ pub(super) async fn clients(server: &ServerAddress, timeouts: Timeouts) -> Resul
     let list = call(server, timeouts, client.list_clients(proto::ListClientsRequest {}))
         .await
         .map_err(|s| status_error(server, s))?;
-    let clients = list
-        .clients
-        .into_iter()
-        .map(|c| ClientInfo {
-            transport: c.transport,
-            remote_address: c.remote_address,
-            node: c.node,
-            scope: c.scope,
-            client_name: c.client_name,
-            connected_since: c.connected_since,
-            configs: c
-                .configs
-                .into_iter()
-                .map(|cfg| ClientConfigState {
-                    id: cfg.id.map(|i| ConfigId::new(i.namespace, i.name)).unwrap_or_else(|| ConfigId::new("", "")),
-                    version_sent: cfg.version_sent,
-                    version_acked: cfg.version_acked,
-                    version_rejected: cfg.version_rejected,
-                    error: cfg.error,
-                })
-                .collect(),
-        })
-        .collect();
-    Ok(ClientList { clients })
+    Ok(ClientList::from(list))
 }
 
 /// A unary call within the request timeout; a timeout reads as DEADLINE_EXCEEDED.

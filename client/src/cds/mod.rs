@@ -5,11 +5,10 @@
 //!
 //! `address` parses what people type; `http` does one-shot GETs; `watch` is the reconnecting
 //! watch both transports share (with `backoff` between attempts), `ws` and `grpc` the two
-//! wires under it; `clients` holds the client table's body.
+//! wires under it.
 
 mod address;
 mod backoff;
-mod clients;
 mod error;
 mod grpc;
 mod http;
@@ -17,10 +16,12 @@ mod watch;
 mod ws;
 
 pub use address::{DEFAULT_PORT, ServerAddress};
-pub use clients::{ClientConfigState, ClientInfo, ClientList};
 pub use error::ClientError;
 pub use http::Timeouts;
-pub use stunner_gateway::cds::{Condition, ListenerConditions, ObjectStatus, ParentConditions, ParentRef, StatusList};
+pub use stunner_gateway::cds::{
+    ClientConfigState, ClientInfo, ClientList, Condition, ListenerConditions, ObjectStatus, ParentConditions,
+    ParentRef, StatusList,
+};
 pub use watch::{Transport, WatchEvent, WatchSettings, Watcher};
 
 use hyper::StatusCode;
