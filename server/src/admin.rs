@@ -8,7 +8,7 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -88,15 +88,29 @@ pub fn health_router(readiness: Readiness) -> Router {
         .with_state(readiness)
 }
 
+/// Connections the kernel queues for `accept` per listener (capped by `net.core.somaxconn`).
+/// A fleet of dataplanes reconnecting at once, after an operator restart, must fit: a
+/// connection that overflows the queue waits for the kernel's 1 s SYN retransmit. The
+/// standard library's 128 did overflow with a few hundred watchers connecting together.
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// Binds `addr` (falling back from `[::]` to `0.0.0.0` on hosts without IPv6).
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    match TcpListener::bind(addr).await {
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    match listen(addr) {
         Err(e) if addr.ip().is_unspecified() && addr.is_ipv6() => {
             let v4 = SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), addr.port());
-            TcpListener::bind(v4).await.map_err(|_| e)
+            listen(v4).map_err(|_| e)
         }
         other => other,
     }
+}
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv6() { TcpSocket::new_v6()? } else { TcpSocket::new_v4()? };
+    // As the standard library does: a restarted daemon can bind while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Serves a small router until `shutdown`.
@@ -104,5 +118,25 @@ pub async fn serve_router(listener: TcpListener, router: Router, shutdown: Cance
     let result = axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
     if let Err(e) = result {
         tracing::error!(error = %e, "admin endpoint failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// More connections than the standard library's backlog, none accepted yet: every
+    /// handshake completes, none waits for a SYN retransmit (loopback handshakes complete in
+    /// the kernel; one that overflowed the queue would take at least a second).
+    #[tokio::test]
+    async fn a_reconnecting_fleet_fits_the_accept_queue() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut conns = Vec::new();
+        for i in 0..600 {
+            let conn = tokio::time::timeout(Duration::from_millis(900), tokio::net::TcpStream::connect(addr)).await;
+            conns.push(conn.unwrap_or_else(|_| panic!("connection {i} overflowed the accept queue")).unwrap());
+        }
     }
 }

@@ -58,19 +58,19 @@ async fn run(args: Args) -> Result<(), String> {
     let statuses = Arc::new(StatusBoard::default());
 
     // Bind everything first: a busy port is a start-up error, not a late surprise.
-    let cds_listener = bind(args.config_discovery_address, "--config-discovery-address").await?;
+    let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
     if let Some(addr) = args.metrics_bind_address.0 {
-        let l = bind(addr, "--metrics-bind-address").await?;
+        let l = bind(addr, "--metrics-bind-address")?;
         tasks.spawn(admin::serve_router(l, admin::metrics_router(registry.clone()), stop_admin.clone()));
     }
     if let Some(addr) = args.pprof_bind_address.0 {
         pprof::check_exposure(addr);
-        let l = bind(addr, "--pprof-bind-address").await?;
+        let l = bind(addr, "--pprof-bind-address")?;
         tasks.spawn(admin::serve_router(l, pprof::router(), stop_admin.clone()));
     }
     if let Some(addr) = args.health_probe_bind_address.0 {
-        let l = bind(addr, "--health-probe-bind-address").await?;
+        let l = bind(addr, "--health-probe-bind-address")?;
         tasks.spawn(admin::serve_router(l, admin::health_router(readiness.clone()), stop_admin.clone()));
     }
 
@@ -202,8 +202,8 @@ enum Mode {
     Cluster(kube::Client, Writer),
 }
 
-async fn bind(addr: std::net::SocketAddr, flag: &str) -> Result<tokio::net::TcpListener, String> {
-    admin::bind(addr).await.map_err(|e| format!("cannot listen on {flag} {addr}: {e}"))
+fn bind(addr: std::net::SocketAddr, flag: &str) -> Result<tokio::net::TcpListener, String> {
+    admin::bind(addr).map_err(|e| format!("cannot listen on {flag} {addr}: {e}"))
 }
 
 fn init_logging(level: &str) {
