@@ -1,8 +1,10 @@
 //! Generates the gRPC service stubs of proto/stunner/cds/v1/cds.proto for the daemon. The
 //! messages come from the core crate (`stunner_gateway::proto`), except `ConfigUpdate` and
 //! `ListResponse` on the server side: the server sends them pre-encoded (`grpc::Encoded`), so
-//! that every watcher of a version shares one encoding. A plain client (for the integration tests; the same as
-//! the client crate's) is generated into `$OUT_DIR/test_client/`. The .proto is parsed in Rust (protox): no protoc.
+//! that every watcher of a version shares one encoding. The stubs use `grpc::codec`'s codec,
+//! whose per-call buffers are smaller than tonic's default (a watch holds them while it lives).
+//! A plain client (for the integration tests; the same as the client crate's) is generated
+//! into `$OUT_DIR/test_client/`. The .proto is parsed in Rust (protox): no protoc.
 
 use std::path::PathBuf;
 
@@ -19,6 +21,7 @@ fn main() {
         .extern_path(".stunner.cds.v1", "::stunner_gateway::proto")
         .extern_path(".stunner.cds.v1.ConfigUpdate", "crate::grpc::Encoded")
         .extern_path(".stunner.cds.v1.ListResponse", "crate::grpc::Encoded")
+        .codec_path("crate::grpc::codec::SmallBufferCodec")
         .compile_fds(fds())
         .expect("generate the CDS server stubs");
     let test_client = out.join("test_client");

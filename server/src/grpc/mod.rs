@@ -5,6 +5,7 @@
 //! Each version of a config is encoded into its `ConfigUpdate` once, on first use, and the
 //! bytes are shared by every watcher of that version (see [`Encoded`]).
 
+mod codec;
 mod service;
 mod stream;
 
