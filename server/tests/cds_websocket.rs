@@ -371,3 +371,72 @@ async fn shutdown_closes_every_stream_with_a_close_frame() {
     tokio::time::timeout(Duration::from_secs(10), s.task).await.expect("server returns").unwrap();
     assert!(TcpStream::connect(s.addr).await.is_err(), "the listener is closed");
 }
+
+/// Opens a watch by hand, sending `early` in the same write as the request. Returns the socket
+/// and what followed the 101 response's headers.
+async fn raw_watch(addr: SocketAddr, path: &str, early: &[u8]) -> (TcpStream, Vec<u8>) {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    let mut request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .into_bytes();
+    request.extend_from_slice(early);
+    sock.write_all(&request).await.unwrap();
+    let mut got = Vec::new();
+    let end = read_until(&mut sock, &mut got, |b| b.windows(4).position(|w| w == b"\r\n\r\n")).await;
+    let head = String::from_utf8_lossy(&got[..end]).to_string();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(head.to_lowercase().contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="), "{head}");
+    let rest = got.split_off(end + 4);
+    (sock, rest)
+}
+
+/// Reads into `got` until `done` finds what it looks for; panics if the stream ends or stays
+/// silent for 10 s first.
+async fn read_until(sock: &mut TcpStream, got: &mut Vec<u8>, done: impl Fn(&[u8]) -> Option<usize>) -> usize {
+    loop {
+        if let Some(at) = done(got) {
+            return at;
+        }
+        let mut chunk = [0u8; 1024];
+        let Ok(n) = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut chunk)).await else {
+            panic!("nothing more in time; got {got:?}");
+        };
+        let n = n.unwrap();
+        assert!(n > 0, "stream ended; got {got:?}");
+        got.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[tokio::test]
+async fn frames_sent_with_the_request_are_read_and_a_broken_frame_closes_with_1002() {
+    let s = start(ServerSettings::default()).await;
+    // A masked Ping in the same packet as the upgrade request: hyper read it with the request.
+    let ping = [0x89, 0x82, 1, 2, 3, 4, b'h' ^ 1, b'i' ^ 2];
+    let (mut sock, mut got) = raw_watch(s.addr, "/api/v1/configs/ns/gw?watch=true", &ping).await;
+    let find = |needle: &'static [u8]| move |b: &[u8]| b.windows(needle.len()).position(|w| w == needle);
+    read_until(&mut sock, &mut got, find(b"\x8a\x02hi")).await;
+    // An unmasked frame from a client breaks RFC 6455: a Close with 1002, then the end.
+    sock.write_all(b"\x89\x00").await.unwrap();
+    read_until(&mut sock, &mut got, find(b"\x88\x02\x03\xea")).await;
+    let mut rest = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut rest)).await.unwrap().unwrap();
+    assert_eq!(n, 0, "the server closed the connection");
+}
+
+#[tokio::test]
+async fn oversized_messages_end_the_session_and_closes_are_echoed() {
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    let s = start(ServerSettings::default()).await;
+    let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    ws.send(Message::Binary(vec![0u8; 5000].into())).await.unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+    assert!(matches!(&msg, Message::Close(Some(f)) if f.code == CloseCode::Size), "{msg:?}");
+
+    let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    ws.send(Message::Close(Some(CloseFrame { code: CloseCode::Away, reason: "".into() }))).await.unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+    assert!(matches!(&msg, Message::Close(Some(f)) if f.code == CloseCode::Away), "{msg:?}");
+}

@@ -236,14 +236,15 @@ fn is_control(opcode: u8) -> bool {
     opcode & 0x8 != 0
 }
 
-/// Length of a client frame header (always masked) given its first bytes; 2 until the
-/// second byte is known.
+/// Length of a frame header given its first bytes; 2 until the second byte is known. An
+/// unmasked header is complete without a mask, so it is refused without waiting for more.
 fn header_len(start: &[u8]) -> usize {
-    match start.get(1).map(|b| b & 0x7F) {
-        None => 2,
-        Some(126) => 2 + 2 + 4,
-        Some(127) => 2 + 8 + 4,
-        Some(_) => 2 + 4,
+    let Some(second) = start.get(1) else { return 2 };
+    let mask = if second & 0x80 != 0 { 4 } else { 0 };
+    match second & 0x7F {
+        126 => 2 + 2 + mask,
+        127 => 2 + 8 + mask,
+        _ => 2 + mask,
     }
 }
 
@@ -335,9 +336,8 @@ mod tests {
     #[test]
     fn refuses_what_a_client_may_not_send() {
         let refused = |input: Vec<u8>| events(&mut FrameReader::new(4096), &input, 1000).unwrap_err();
-        let mut unmasked = client_frame(0x89, b"x", MASK);
-        unmasked[1] &= 0x7F;
-        assert_eq!(refused(unmasked), ProtocolError::Unmasked);
+        // Refused as soon as its two bytes are in, with no mask to wait for.
+        assert_eq!(FrameReader::new(4096).read(b"\x89\x00"), Err(ProtocolError::Unmasked));
         assert_eq!(refused(client_frame(0xC1, b"x", MASK)), ProtocolError::ReservedBits);
         assert_eq!(refused(client_frame(0x83, b"x", MASK)), ProtocolError::UnknownOpcode(3));
         assert_eq!(refused(client_frame(0x89, &[0; 126], MASK)), ProtocolError::BadControlFrame);
