@@ -141,27 +141,14 @@ pub async fn serve(
                     .max_header_list_size(16 * 1024)
                     .initial_stream_window_size(H2_RECEIVE_WINDOW)
                     .initial_connection_window_size(4 * H2_RECEIVE_WINDOW);
-                let conn = http.serve_connection(io, service);
-                tokio::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    _ = shutdown.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = conn.await;
-                    }
-                }
+                until_shutdown(http.serve_connection(io, service), &shutdown, |c| c.graceful_shutdown()).await;
             } else {
                 let mut http = hyper::server::conn::http1::Builder::new();
                 http.timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).max_buf_size(16 * 1024);
-                let conn = http.serve_connection(io, service).with_upgrades();
-                tokio::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    _ = shutdown.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = conn.await;
-                    }
-                }
+                until_shutdown(http.serve_connection(io, service).with_upgrades(), &shutdown, |c| {
+                    c.graceful_shutdown()
+                })
+                .await;
             }
         });
     }
@@ -172,6 +159,19 @@ pub async fn serve(
         tracing::warn!("CDS shutdown grace period over with watch streams still open");
     }
     let _ = tokio::time::timeout(settings.shutdown_grace, tracker.wait()).await;
+}
+
+/// Serves `conn` until it ends or `shutdown`; then `graceful` tells it to finish what is in
+/// flight and take nothing new, and it is served until it has.
+async fn until_shutdown<C: Future>(conn: C, shutdown: &CancellationToken, graceful: fn(Pin<&mut C>)) {
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = shutdown.cancelled() => {
+            graceful(conn.as_mut());
+            let _ = conn.await;
+        }
+    }
 }
 
 async fn wait_for_sessions(store: &ConfigStore) {
