@@ -3,13 +3,12 @@
 
 mod common;
 
-use common::{Server, config, failed, ok, stunnerctl, stunnerctl_command};
+use common::{Server, config, failed, next_line, ok, stunnerctl, stunnerctl_command};
 use std::process::Stdio;
 use std::time::Duration;
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::ChildStdout;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 const SUMMARY_GW_A: &str = "\
 Gateway: ns1/gw-a (loglevel: \"all:INFO\")
@@ -109,15 +108,6 @@ async fn node_asks_for_the_per_node_config() {
     // An unknown node has no external address: the server falls back to $STUNNER_ADDR.
     let patched = ok(&stunnerctl(&s.url(), &["config", "-n", "ns1", "gw-a", "--node", "node-1"]).await);
     assert!(patched.contains("Relay address:port: <private-pod-ip-addr>:3478"), "{patched}");
-}
-
-/// The next stdout line of a running stunnerctl; fails the test after 10 s.
-async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
-    tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .expect("a line in time")
-        .unwrap()
-        .expect("stunnerctl still running")
 }
 
 #[tokio::test]

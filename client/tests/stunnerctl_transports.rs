@@ -3,13 +3,12 @@
 
 mod common;
 
-use common::{Server, config, failed, ok, stunnerctl, stunnerctl_command};
+use common::{Server, config, failed, next_line, ok, stunnerctl, stunnerctl_command};
 use std::process::Stdio;
 use std::time::Duration;
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway_client::cds::{CdsClient, ClientList, ConfigScope, Transport, WatchEvent, WatchSettings};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::ChildStdout;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 async fn three_gateways() -> Server {
     let s = Server::start().await;
@@ -53,14 +52,6 @@ async fn one_shot_output_is_byte_identical() {
     let (_, err, code) = run(&s, "grpc", &["config", "-n", "ns1", "nope"]).await;
     assert_eq!(code, Some(1));
     assert_eq!(err, format!("error: gateway ns1/nope not found on the config discovery server at {}\n", s.url()));
-}
-
-async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
-    tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .expect("a line in time")
-        .unwrap()
-        .expect("stunnerctl still running")
 }
 
 #[tokio::test]

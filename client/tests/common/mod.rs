@@ -153,3 +153,12 @@ impl Drop for Relay {
         self.cut();
     }
 }
+
+/// The next stdout line of a running stunnerctl; fails the test after 10 s.
+pub async fn next_line(lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("a line in time")
+        .unwrap()
+        .expect("stunnerctl still running")
+}
