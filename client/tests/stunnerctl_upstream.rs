@@ -50,7 +50,7 @@ async fn output_is_byte_identical_to_upstream_stunnerctl() {
         &["-n", "ns1", "config", "gw-a", "-o", "json"],
         &["-a", "config", "-o", "json"],
         &["-a", "config", "-o", "jsonpath={.admin.name}"],
-        &["-n", "ns1", "config", "-o", "jsonpath=name={.admin.name} auth={.auth.type}"],
+        &["-n", "ns1", "config", "-o", "jsonpath=name: {.admin.name}, auth: {.auth.type}"],
         &["-n", "ns2", "config", "gw-c", "-o", "jsonpath={.listeners[0].public_port}"],
         &["-n", "ns1", "config"],
         &["license"],
@@ -76,7 +76,7 @@ async fn jsonpath_with_ranges_and_watch() {
     assert_eq!(out, "ns1/gw-b/udp-listener TURN-UDP\n\n");
     let out = ok(&stunnerctl(&s.url(), &["config", "-n", "ns2", "-o", "jsonpath={.clusters[*].endpoints[*]}"]).await);
     assert_eq!(out, "10.0.0.1 10.0.0.2\n");
-    let out = ok(&stunnerctl(&s.url(), &["license", "-o", "jsonpath={.subscription_type}"]).await);
+    let out = ok(&stunnerctl(&s.url(), &["license", "-o", "jsonpath={.subscriptionType}"]).await);
     assert_eq!(out, "free\n");
     let out = ok(&stunnerctl(&s.url(), &["clients", "-o", "jsonpath={.clients}"]).await);
     assert_eq!(out, "[]\n");
@@ -274,6 +274,13 @@ async fn status_of_a_real_stunnerd_and_auth_credentials_it_accepts() {
     assert_eq!(v["admin"]["name"], "stunner/udp-gateway");
     let state = ok(&stunnerctl(&s.url(), &["status", "--pod-address", "127.0.0.1", "-o", "jsonpath={.status}"]).await);
     assert_eq!(state, "READY\n");
+    // Byte-identical to upstream's stunnerctl, while nothing changes the counters.
+    for args in [&["status", "--pod-address", "127.0.0.1"][..], &["status", "--pod-address", "127.0.0.1", "-o", "yaml"]] {
+        let want = Command::new(interop_bin("stunnerctl")).args(args).output().await.unwrap();
+        let got = Command::new(env!("CARGO_BIN_EXE_stunnerctl")).args(args).output().await.unwrap();
+        assert!(want.status.success() && got.status.success(), "{want:?} {got:?}");
+        assert_eq!(String::from_utf8_lossy(&got.stdout), String::from_utf8_lossy(&want.stdout), "{args:?}");
+    }
 
     // `auth`: the credential our command computes is one stunnerd accepts.
     let args = ["-n", "stunner", "auth", "udp-gateway", "--auth-turn-credential", "-u", "alice"];
@@ -289,7 +296,7 @@ async fn status_of_a_real_stunnerd_and_auth_credentials_it_accepts() {
     }
     assert!(verdicts.len() < 5, "stunnerd never relayed with our credential: {verdicts:?}");
     let wrong = turnprobe(turn_port, peer, &cred.username, "not-the-password").await;
-    assert!(!wrong.ok && wrong.stage == "ALLOCATE", "a wrong password is refused: {wrong:?} {}", wrong.error);
+    assert!(!wrong.ok && wrong.stage == "allocate", "a wrong password is refused: {wrong:?} {}", wrong.error);
 
     stunnerd.kill().await.unwrap();
     let err = common::failed(&stunnerctl(&s.url(), &["status", "--pod-address", "127.0.0.1"]).await);

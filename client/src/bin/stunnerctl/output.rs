@@ -59,9 +59,41 @@ impl Printer {
 }
 
 /// YAML with every mapping's keys sorted, as upstream prints it (sigs.k8s.io/yaml goes through
-/// a Go map): serde_json's map is ordered by key.
+/// a Go map): serde_json's map is ordered by key. Quoted scalars get Go's double quotes.
 fn yaml<T: Serialize>(value: &T) -> Result<String, Box<dyn Error>> {
-    Ok(serde_yaml_ng::to_string(&serde_json::to_value(value)?)?)
+    let text = serde_yaml_ng::to_string(&serde_json::to_value(value)?)?;
+    Ok(text.lines().map(|l| double_quoted(l) + "\n").collect())
+}
+
+/// A line whose value is a single-quoted scalar that would read as another type unquoted
+/// (`key: ''`, `- '1'`, `'true'`), with the scalar double-quoted, as Go's yaml.v2 writes those
+/// (`key: ""`); other quoting stays single, as yaml.v2 leaves it (`'{a:b}'`).
+fn double_quoted(line: &str) -> String {
+    let split = match line.find(": '") {
+        Some(i) => i + 2,
+        None => match line.trim_start().strip_prefix("- '") {
+            Some(_) => line.len() - line.trim_start().len() + 2,
+            None => return line.to_string(),
+        },
+    };
+    let (head, scalar) = line.split_at(split);
+    let Some(inner) = scalar.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) else {
+        return line.to_string();
+    };
+    // Inside single quotes a quote is doubled; a lone one means this is not one whole scalar.
+    if inner.replace("''", "").contains('\'') {
+        return line.to_string();
+    }
+    let text = inner.replace("''", "'");
+    let other_type = text.is_empty()
+        || matches!(
+            serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&text),
+            Ok(serde_yaml_ng::Value::Null | serde_yaml_ng::Value::Bool(_) | serde_yaml_ng::Value::Number(_))
+        );
+    if !other_type {
+        return line.to_string();
+    }
+    format!("{head}{}", serde_json::Value::String(text))
 }
 
 /// A note on stderr for a command that found nothing: stdout stays empty for scripts.
@@ -95,5 +127,17 @@ mod tests {
         sorted.sort();
         assert_eq!(top, sorted, "{y}");
         assert!(y.starts_with("admin:\n"), "{y}");
+    }
+
+    #[test]
+    fn quoted_scalars_get_go_double_quotes() {
+        assert_eq!(double_quoted("  lastError: ''"), "  lastError: \"\"");
+        assert_eq!(double_quoted("- '123'"), "- \"123\"");
+        assert_eq!(double_quoted("  - 'true'"), "  - \"true\"");
+        assert_eq!(double_quoted("a: '{tier:free}'"), "a: '{tier:free}'");
+        assert_eq!(double_quoted("  - 'it''s: x'"), "  - 'it''s: x'");
+        assert_eq!(double_quoted("a: 'x' 'y'"), "a: 'x' 'y'");
+        assert_eq!(double_quoted("a: b"), "a: b");
+        assert_eq!(double_quoted("a: it's"), "a: it's");
     }
 }
