@@ -101,9 +101,11 @@ impl AdminStatus {
     /// Upstream's `AdminStatus.String()`.
     fn summary(&self) -> String {
         let mut parts = vec![format!("id={}", quote(&self.name))];
-        for (key, value) in
-            [("logLevel", &self.loglevel), ("metrics", &self.metrics_endpoint), ("health-check", &self.healthcheck_endpoint)]
-        {
+        for (key, value) in [
+            ("logLevel", &self.loglevel),
+            ("metrics", &self.metrics_endpoint),
+            ("health-check", &self.healthcheck_endpoint),
+        ] {
             if !value.is_empty() {
                 parts.push(format!("{key}={}", quote(value)));
             }

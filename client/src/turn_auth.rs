@@ -151,8 +151,7 @@ mod tests {
     #[test]
     fn hmac_sha1_matches_rfc_2202() {
         // RFC 2202 test case 2: key "Jefe", data "what do ya want for nothing?".
-        let want = base64::engine::general_purpose::STANDARD
-            .encode(hex("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"));
+        let want = base64::engine::general_purpose::STANDARD.encode(hex("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"));
         assert_eq!(timewindowed_password("what do ya want for nothing?", "Jefe"), want);
     }
 
@@ -185,7 +184,10 @@ mod tests {
             port: 3478,
             ..Default::default()
         };
-        assert_eq!(listener_uri(&l("TURN-UDP", "1.2.3.4", "$STUNNER_ADDR")).unwrap(), "turn:1.2.3.4:30478?transport=udp");
+        assert_eq!(
+            listener_uri(&l("TURN-UDP", "1.2.3.4", "$STUNNER_ADDR")).unwrap(),
+            "turn:1.2.3.4:30478?transport=udp"
+        );
         assert_eq!(listener_uri(&l("TURN-TCP", "", "10.0.0.1")).unwrap(), "turn:10.0.0.1:3478?transport=tcp");
         assert_eq!(listener_uri(&l("TURN-TLS", "::1", "")).unwrap(), "turns:[::1]:30478?transport=tcp");
         assert_eq!(listener_uri(&l("TURN-DTLS", "", "")).unwrap(), "turns:0.0.0.0:3478?transport=udp");

@@ -129,19 +129,22 @@ async fn finds_the_cds_server_and_the_dataplane_pods_by_label() {
         "{err}"
     );
     // The same through $KUBECONFIG, and narrowed to a namespace.
-    let err = stderr_of_failure(&stunnerctl(&["license", "--cds-server-namespace", "elsewhere"], Some(&kubeconfig)).await);
+    let err =
+        stderr_of_failure(&stunnerctl(&["license", "--cds-server-namespace", "elsewhere"], Some(&kubeconfig)).await);
     assert!(err.contains("no config discovery server found in namespace elsewhere"), "{err}");
 
     // A pod that is not labelled is not a CDS server; the labelled one is.
     namespace(&client, "stunner-system").await;
     pod(&client, "stunner-system", "unrelated", json!({"app": "other"})).await;
-    pod(&client, "stunner-system", "operator-0", json!({"stunner.l7mp.io/config-discovery-service": "enabled"}))
-        .await;
+    pod(&client, "stunner-system", "operator-0", json!({"stunner.l7mp.io/config-discovery-service": "enabled"})).await;
     let err = stderr_of_failure(&stunnerctl(&["--kubeconfig", kc, "-n", "stunner", "config", "gw"], None).await);
     assert!(err.contains("cannot port-forward to pod stunner-system/operator-0 port 13478"), "{err}");
     let err = stderr_of_failure(
-        &stunnerctl(&["--kubeconfig", kc, "license", "--cds-server-namespace", "stunner-system", "--cds-server-port", "1234"], None)
-            .await,
+        &stunnerctl(
+            &["--kubeconfig", kc, "license", "--cds-server-namespace", "stunner-system", "--cds-server-port", "1234"],
+            None,
+        )
+        .await,
     );
     assert!(err.contains("cannot port-forward to pod stunner-system/operator-0 port 1234"), "{err}");
 
@@ -160,8 +163,12 @@ async fn finds_the_cds_server_and_the_dataplane_pods_by_label() {
     };
     pod(&client, "stunner", "udp-gateway-1", labels("udp-gateway")).await;
     pod(&client, "stunner", "tcp-gateway-1", labels("tcp-gateway")).await;
-    let err = stderr_of_failure(&stunnerctl(&["--kubeconfig", kc, "-n", "stunner", "status", "udp-gateway"], None).await);
-    assert!(err.contains("pod stunner/udp-gateway-1: cannot port-forward to pod stunner/udp-gateway-1 port 8086"), "{err}");
+    let err =
+        stderr_of_failure(&stunnerctl(&["--kubeconfig", kc, "-n", "stunner", "status", "udp-gateway"], None).await);
+    assert!(
+        err.contains("pod stunner/udp-gateway-1: cannot port-forward to pod stunner/udp-gateway-1 port 8086"),
+        "{err}"
+    );
     assert!(!err.contains("tcp-gateway-1"), "only the Gateway's pods: {err}");
     assert!(err.ends_with("error: 1 of 1 dataplane pods did not report a status\n"), "{err}");
     // Every Gateway of the namespace, then one pod by name, on another port.
@@ -170,7 +177,18 @@ async fn finds_the_cds_server_and_the_dataplane_pods_by_label() {
     let args = ["--kubeconfig", kc, "-n", "stunner", "status", "udp-gateway", "--pod-name", "nope"];
     let err = stderr_of_failure(&stunnerctl(&args, None).await);
     assert!(err.contains("pod nope not found among the dataplane pods of gateway stunner/udp-gateway"), "{err}");
-    let args = ["--kubeconfig", kc, "-n", "stunner", "status", "udp-gateway", "--pod-name", "udp-gateway-1", "--pod-port", "9"];
+    let args = [
+        "--kubeconfig",
+        kc,
+        "-n",
+        "stunner",
+        "status",
+        "udp-gateway",
+        "--pod-name",
+        "udp-gateway-1",
+        "--pod-port",
+        "9",
+    ];
     let err = stderr_of_failure(&stunnerctl(&args, None).await);
     assert!(err.contains("cannot port-forward to pod stunner/udp-gateway-1 port 9"), "{err}");
 }
@@ -188,6 +206,8 @@ async fn cluster_flags_that_cannot_work_say_why() {
     let err = stderr_of_failure(&stunnerctl(&["config"], None).await);
     assert!(err.starts_with("error: cannot load the Kubernetes config:"), "{err}");
     // --cds-server-address never touches the cluster.
-    let err = stderr_of_failure(&stunnerctl(&["--context", "nope", "--cds-server-address", "127.0.0.1:1", "config"], None).await);
+    let err = stderr_of_failure(
+        &stunnerctl(&["--context", "nope", "--cds-server-address", "127.0.0.1:1", "config"], None).await,
+    );
     assert!(err.contains("cannot reach the config discovery server at http://127.0.0.1:1"), "{err}");
 }

@@ -175,7 +175,8 @@ async fn auth_static_and_ephemeral() {
 
     let yaml = ok(&stunnerctl(&s.url(), &["-n", "ns1", "auth", "gw-a", "-o", "yaml"]).await);
     assert!(yaml.starts_with("iceServers:\n- credential: pass-1\n"), "{yaml}");
-    let user = ok(&stunnerctl(&s.url(), &["-n", "ns1", "auth", "gw-e", "-o", "jsonpath={.iceServers[0].username}"]).await);
+    let user =
+        ok(&stunnerctl(&s.url(), &["-n", "ns1", "auth", "gw-e", "-o", "jsonpath={.iceServers[0].username}"]).await);
     assert!(user.trim_end().ends_with(':'), "no user id: {user}");
 
     let mut none = config("ns1/gw-n");
@@ -275,7 +276,8 @@ async fn status_of_a_real_stunnerd_and_auth_credentials_it_accepts() {
     let state = ok(&stunnerctl(&s.url(), &["status", "--pod-address", "127.0.0.1", "-o", "jsonpath={.status}"]).await);
     assert_eq!(state, "READY\n");
     // Byte-identical to upstream's stunnerctl, while nothing changes the counters.
-    for args in [&["status", "--pod-address", "127.0.0.1"][..], &["status", "--pod-address", "127.0.0.1", "-o", "yaml"]] {
+    for args in [&["status", "--pod-address", "127.0.0.1"][..], &["status", "--pod-address", "127.0.0.1", "-o", "yaml"]]
+    {
         let want = Command::new(interop_bin("stunnerctl")).args(args).output().await.unwrap();
         let got = Command::new(env!("CARGO_BIN_EXE_stunnerctl")).args(args).output().await.unwrap();
         assert!(want.status.success() && got.status.success(), "{want:?} {got:?}");

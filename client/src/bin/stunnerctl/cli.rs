@@ -42,7 +42,7 @@ pub struct Cli {
     pub namespace: String,
 
     /// Consider all namespaces.
-    #[arg(short, long = "all-namespaces", short_alias = 'A', global = true)]
+    #[arg(short, long = "all-namespaces", visible_short_alias = 'A', global = true)]
     pub all_namespaces: bool,
 
     /// Output format: summary, json, yaml or jsonpath=TEMPLATE (e.g. jsonpath='{.admin.name}').

@@ -69,11 +69,13 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
             Err(e) => Err(e.into()),
         },
         Command::Clients => match config_flags_unused(&cli) {
-            Ok(()) => async {
-                let list = cds.client.clients().await?;
-                printer.document(&clients_cmd::sorted(list), clients_cmd::table)
+            Ok(()) => {
+                async {
+                    let list = cds.client.clients().await?;
+                    printer.document(&clients_cmd::sorted(list), clients_cmd::table)
+                }
+                .await
             }
-            .await,
             Err(e) => Err(e.into()),
         },
         Command::GatewayStatus { gateway } => {

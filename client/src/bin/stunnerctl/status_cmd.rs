@@ -78,11 +78,7 @@ fn with_port(address: &str, port: u16) -> String {
 
 /// Upstream's layout: the pod (or address), then its tab-indented status summary.
 fn print(printer: &mut Printer, label: &str, status: &DataplaneStatus) -> Result<(), Box<dyn Error>> {
-    printer.text(
-        &status.value,
-        |_| format!("{label}:\n\t{}\n", status.status.summary()),
-        |_| status.json.clone(),
-    )
+    printer.text(&status.value, |_| format!("{label}:\n\t{}\n", status.status.summary()), |_| status.json.clone())
 }
 
 #[cfg(test)]
