@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::from_env();
-    init_logging(&args.zap_log_level);
+    init_logging(cli::log_filter(&args.zap_log_level, std::env::var("RUST_LOG").ok().as_deref()));
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -206,16 +206,7 @@ fn bind(addr: std::net::SocketAddr, flag: &str) -> Result<tokio::net::TcpListene
     admin::bind(addr).map_err(|e| format!("cannot listen on {flag} {addr}: {e}"))
 }
 
-fn init_logging(level: &str) {
-    let level = match level {
-        "debug" => "debug",
-        "error" => "error",
-        l if l.parse::<u8>().is_ok_and(|n| n > 1) => "trace",
-        l if l.parse::<u8>().is_ok_and(|n| n == 1) => "debug",
-        _ => "info",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+fn init_logging(filter: tracing_subscriber::EnvFilter) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
