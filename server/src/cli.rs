@@ -85,6 +85,15 @@ pub struct Args {
     #[arg(long, default_value_t = 16384)]
     pub cds_max_connections: usize,
 
+    /// Most gRPC watches open at once on the server; past it a watch ends with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 16384, value_parser = parse_positive)]
+    pub cds_max_grpc_watches: usize,
+
+    /// Most gRPC watches open at once on one connection; past it a watch ends with
+    /// RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 16, value_parser = parse_positive)]
+    pub cds_max_grpc_watches_per_connection: usize,
+
     /// A CDS client that does not take a config within this time is disconnected.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub cds_write_timeout: Duration,
@@ -194,6 +203,14 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
         rest = &rest[unit_end..];
     }
     Ok(Duration::from_secs_f64(total))
+}
+
+/// A count that must be at least 1 (a limit of 0 would refuse everything).
+pub fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("invalid count {s:?} (a whole number, at least 1)")),
+    }
 }
 
 /// Go's `strconv.ParseBool`, as Go's boolean flags use it.

@@ -135,6 +135,7 @@ async fn run(args: Args) -> Result<(), String> {
     let cds_settings = ServerSettings {
         max_connections: args.cds_max_connections,
         session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
+        grpc: cds_grpc_settings(&args),
         ..Default::default()
     };
     let address = cds_listener.local_addr().map_err(|e| e.to_string())?;
@@ -150,6 +151,14 @@ async fn run(args: Args) -> Result<(), String> {
     };
     stages.stop(reconciler, follow, tasks).await;
     failure.map_or(Ok(()), Err)
+}
+
+fn cds_grpc_settings(args: &Args) -> stunner_gateway_operator::grpc::Settings {
+    stunner_gateway_operator::grpc::Settings {
+        max_watches: args.cds_max_grpc_watches,
+        max_watches_per_connection: args.cds_max_grpc_watches_per_connection,
+        ..Default::default()
+    }
 }
 
 /// How long each shutdown stage may take before the next one starts anyway.

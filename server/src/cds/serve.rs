@@ -9,6 +9,7 @@ use super::clients::ClientTable;
 use super::metrics::{GRPC, WEBSOCKET};
 use super::session::ConnectionPermit;
 use super::store::ConfigStore;
+use crate::grpc::ConnectionWatches;
 use axum::extract::Request;
 use bytes::{Bytes, BytesMut};
 use hyper::body::Incoming;
@@ -101,11 +102,13 @@ pub async fn serve(
             continue;
         };
         let permit = ConnectionPermit::new(slot);
+        let watches = ConnectionWatches::new(settings.grpc.max_watches_per_connection);
         let router = router.clone();
         let grpc = grpc.clone();
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(permit.clone());
             req.extensions_mut().insert(PeerAddr(peer));
+            req.extensions_mut().insert(watches.clone());
             let is_grpc = req
                 .headers()
                 .get(axum::http::header::CONTENT_TYPE)
