@@ -57,21 +57,31 @@ async fn run(args: Args) -> Result<(), String> {
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
+    let cds_settings = ServerSettings {
+        max_connections: args.cds_max_connections,
+        session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
+        grpc: cds_grpc_settings(&args),
+        ..Default::default()
+    };
+    // The admin ports take the CDS's header read timeout.
+    let header_timeout = cds_settings.header_read_timeout;
     // Bind everything first: a busy port is a start-up error, not a late surprise.
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
     if let Some(addr) = args.metrics_bind_address.0 {
         let l = bind(addr, "--metrics-bind-address")?;
-        tasks.spawn(admin::serve_router(l, admin::metrics_router(registry.clone()), stop_admin.clone()));
+        let router = admin::metrics_router(registry.clone());
+        tasks.spawn(admin::serve_router(l, "metrics", router, header_timeout, stop_admin.clone()));
     }
     if let Some(addr) = args.pprof_bind_address.0 {
         pprof::check_exposure(addr);
         let l = bind(addr, "--pprof-bind-address")?;
-        tasks.spawn(admin::serve_router(l, pprof::router(), stop_admin.clone()));
+        tasks.spawn(admin::serve_router(l, "pprof", pprof::router(), header_timeout, stop_admin.clone()));
     }
     if let Some(addr) = args.health_probe_bind_address.0 {
         let l = bind(addr, "--health-probe-bind-address")?;
-        tasks.spawn(admin::serve_router(l, admin::health_router(readiness.clone()), stop_admin.clone()));
+        let router = admin::health_router(readiness.clone());
+        tasks.spawn(admin::serve_router(l, "health probe", router, header_timeout, stop_admin.clone()));
     }
 
     let settings = RenderSettings {
@@ -132,12 +142,6 @@ async fn run(args: Args) -> Result<(), String> {
             return Ok(());
         }
     }
-    let cds_settings = ServerSettings {
-        max_connections: args.cds_max_connections,
-        session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
-        grpc: cds_grpc_settings(&args),
-        ..Default::default()
-    };
     let address = cds_listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%address, "serving config discovery");
     tasks.spawn(cds::serve(cds_listener, store, cds_settings, statuses.router(), stages.shutdown.clone()));
