@@ -120,8 +120,12 @@ impl Acceptor {
                     continue;
                 }
                 Err(e) => {
-                    // Typically a connection reset while it waited in the queue: nothing to answer.
                     self.errors.record(self.name, &e, "retrying");
+                    // A connection reset while it waited in the queue is that client's; anything
+                    // else (out of kernel memory, ...) may last, and must not spin.
+                    if !matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset) {
+                        tokio::time::sleep(ERROR_BACKOFF).await;
+                    }
                     continue;
                 }
             };
