@@ -2,12 +2,14 @@
 # Proves the archives of build.sh are real images: starts a throwaway containerd (its own
 # root, state and socket under a temporary directory, never the system's), imports every
 # archive with `ctr -n k8s.io images import --all-platforms`, checks that each is named as
-# build.sh documents, runs the pause image (it must exit 0 on SIGTERM) and the udp-echo image
-# on the host network (one datagram on loopback must come back), then stops that containerd and
+# build.sh documents, runs the pause image (it must exit 0 on SIGTERM), the operator and
+# stunnerd with --help (their libraries load), CoreDNS and udp-echo on the host network (one
+# DNS query and one datagram on loopback must be answered), then stops that containerd and
 # removes its directories and mounts. Must run as root with containerd and runc installed
 # (Debian: apt-get install -y containerd runc).
 # Usage: selftest.sh [NAME...]   (no NAME: every image build.sh knows; builds missing ones)
-# Env: SELFTEST_UDP_PORT (default 19001) - the loopback port the udp-echo check uses.
+# Env: SELFTEST_UDP_PORT (default 19001), SELFTEST_DNS_PORT (default 19053) - the loopback
+# ports of the udp-echo and coredns checks.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -118,7 +120,7 @@ fi
 if contains udp-echo; then
   ref="$(ref_of "$here/out/udp-echo.tar")"
   port="${SELFTEST_UDP_PORT:-19001}"
-  ctr run --rm --net-host --snapshotter "$snapshotter" --env "UDP_ECHO_PORT=$port" "$ref" selftest-echo \
+  ctr run --rm --net-host --snapshotter "$snapshotter" --env "UDP_ECHO_PORT=$port" --env UDP_ECHO_PREFIX_HOSTNAME=true "$ref" selftest-echo \
     >"$tmp/echo.out" 2>&1 &
   run_pid=$!
   reply="$(python3 - "$port" <<'PY'
@@ -136,7 +138,54 @@ PY
 )"
   ctr task kill -s SIGTERM selftest-echo || true
   wait "$run_pid" || true
-  if [[ "$reply" == *selftest-ping ]]; then echo "ok: udp-echo answered '$reply'"; else fail "udp-echo: no echo (got '$reply'): $(cat "$tmp/echo.out")"; fi
+  if [[ "$reply" == ?*": selftest-ping" ]]; then echo "ok: udp-echo answered '$reply'"; else fail "udp-echo: no echo (got '$reply'): $(cat "$tmp/echo.out")"; fi
+fi
+
+# runs NAME ARG...: the image's program starts (its libraries load) and exits 0 with ARGs
+runs() {
+  local name="$1" ref rc=0
+  shift
+  contains "$name" || return 0
+  ref="$(ref_of "$here/out/$name.tar")"
+  ctr run --rm --snapshotter "$snapshotter" "$ref" "selftest-$name" "$@" >"$tmp/$name.out" 2>&1 || rc=$?
+  if [[ $rc -eq 0 ]]; then echo "ok: $name runs '$*'"; else fail "$name: '$*' exited $rc: $(tail -n 5 "$tmp/$name.out")"; fi
+}
+runs operator /stunner-gateway-operator --help
+runs stunnerd /usr/bin/stunnerd --help
+
+if contains coredns; then
+  # a hosts-only Corefile on a loopback port: one A query must get the address back
+  ref="$(ref_of "$here/out/coredns.tar")"
+  port="${SELFTEST_DNS_PORT:-19053}"
+  mkdir -p "$tmp/coredns"
+  printf '.:%s {\n  bind 127.0.0.1\n  errors\n  hosts {\n    192.0.2.53 selftest.example\n  }\n}\n' "$port" >"$tmp/coredns/Corefile"
+  chmod -R a+rX "$tmp/coredns"
+  ctr run --rm --net-host --snapshotter "$snapshotter" \
+    --mount "type=bind,src=$tmp/coredns,dst=/etc/coredns,options=rbind:ro" \
+    "$ref" selftest-coredns /coredns -conf /etc/coredns/Corefile >"$tmp/coredns.out" 2>&1 &
+  run_pid=$!
+  answer="$(python3 - "$port" <<'PY'
+import socket, struct, sys
+port = int(sys.argv[1])
+name = b"".join(bytes([len(p)]) + p for p in b"selftest.example".split(b".")) + b"\0"
+query = struct.pack(">HHHHHH", 0x5353, 0x0100, 1, 0, 0, 0) + name + struct.pack(">HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.5)
+for _ in range(40):  # CoreDNS may still be starting: resend, bounded
+    s.sendto(query, ("127.0.0.1", port))
+    try:
+        reply = s.recvfrom(4096)[0]
+    except socket.timeout:
+        continue
+    # header, the echoed question, then an A record whose last 4 bytes are the address
+    if struct.unpack(">H", reply[6:8])[0] >= 1:
+        print(socket.inet_ntoa(reply[-4:]))
+    break
+PY
+)"
+  ctr task kill -s SIGTERM selftest-coredns 2>/dev/null || true
+  wait "$run_pid" || true
+  if [[ "$answer" == 192.0.2.53 ]]; then echo "ok: coredns answered selftest.example A $answer"; else fail "coredns: answer '$answer': $(tail -n 5 "$tmp/coredns.out")"; fi
 fi
 
 if [[ $failures -ne 0 ]]; then
