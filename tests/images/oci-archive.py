@@ -147,7 +147,7 @@ def main():
         layer.add_symlink(target, dst)
 
     tar = layer.tar_bytes()
-    layer_gz = blob(gzip.compress(tar, compresslevel=9, mtime=0))
+    layer_gz = blob(gzip.compress(tar, compresslevel=6, mtime=0))
     diff_id = "sha256:" + hashlib.sha256(tar).hexdigest()
 
     env = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"] + args.env

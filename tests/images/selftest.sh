@@ -87,10 +87,11 @@ for name in "${names[@]}"; do
   archive="$here/out/$name.tar"
   ref="$(ref_of "$archive")"
   ctr images import --all-platforms --snapshotter "$snapshotter" "$archive" >/dev/null
-  if ctr images ls -q | grep -qxF "$ref"; then
+  images="$(ctr images ls -q)"
+  if grep -qxF "$ref" <<<"$images"; then
     echo "ok: $name imported as $ref"
   else
-    fail "$name: import did not create $ref (have: $(ctr images ls -q | tr '\n' ' '))"
+    fail "$name: import did not create $ref (have: $(tr '\n' ' ' <<<"$images"))"
   fi
 done
 

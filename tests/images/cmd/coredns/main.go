@@ -6,12 +6,13 @@
 // these imports but from dnsserver.Directives, upstream's generated list, so it stays
 // upstream's. The set covers the Corefile kubeadm and the CoreDNS Helm chart install
 // (errors, health, ready, kubernetes, prometheus, forward, cache, loop, reload, loadbalance)
-// plus log and hosts.
+// plus log, hosts and bind (a node-local listen address).
 package main
 
 import (
 	"github.com/coredns/coredns/coremain"
 
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
