@@ -110,7 +110,7 @@ build_operator() {
   pack --ref "$ref" --out "$tar" \
     --user 65532:65532 --entrypoint /stunner-gateway-operator \
     --file "$work/passwd=/etc/passwd:644" --file "$work/group=/etc/group:644" \
-    --dir /tmp --dir /home/nonroot "${files[@]}"
+    --dir /tmp:1777 --dir /home/nonroot "${files[@]}"
 }
 
 build_stunnerd() {
@@ -128,7 +128,7 @@ build_stunnerd() {
       -o "$bin.tmp" github.com/l7mp/stunner/cmd/stunnerd)
   mv -f "$bin.tmp" "$bin"
   pack --ref "$ref" --out "$tar" --user 65532:65532 \
-    --dir /tmp --file "$bin=/usr/bin/stunnerd" --entrypoint /usr/bin/stunnerd
+    --dir /tmp:1777 --file "$bin=/usr/bin/stunnerd" --entrypoint /usr/bin/stunnerd
 }
 
 coredns_version() {

@@ -10,7 +10,7 @@ digest changes only when a file does.
 Usage:
   oci-archive.py --ref REF --out FILE [--entrypoint ARG]... [--cmd ARG]... [--user U]
                  [--env K=V]... [--expose PORT/PROTO]...
-                 [--file SRC=DST[:MODE]]... [--dir DST]... [--symlink TARGET=DST]...
+                 [--file SRC=DST[:MODE]]... [--dir DST[:MODE]]... [--symlink TARGET=DST]...
 DST paths are absolute inside the image; parent directories are added (mode 0755).
 MODE is octal; without it a file keeps its executable bits (0755 or 0644).
 """
@@ -131,8 +131,9 @@ def main():
     args = p.parse_args()
 
     layer = Layer()
-    for d in args.dir:
-        layer.add_dir(d)
+    for spec in args.dir:
+        path, _, mode_text = spec.partition(":")
+        layer.add_dir(path, int(mode_text, 8) if mode_text else 0o755)
     for spec in args.file:
         src, dst = split_pair(spec, "--file")
         mode = None
