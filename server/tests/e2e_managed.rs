@@ -253,10 +253,17 @@ async fn live_updates_reach_the_cds_and_invalidation_removes_the_dataplane() {
         .replace("  listeners:\n", "  listeners:\n    - name: extra-listener\n      port: 3480\n      protocol: UDP\n");
     assert_ne!(changed, gateway);
     apply_yaml(c, &changed).await;
+    // Every version on the way has every listener's public address: the config waited for
+    // the Service's new ports instead of being pushed without them first.
+    let seen = std::sync::Mutex::new(Vec::new());
     let config = config_until(&mut ws, "three listeners, the TCP one on 3479", |c| {
+        seen.lock().unwrap().push(c.clone());
         c.listeners.len() == 3 && c.listeners.iter().any(|l| l.name.ends_with("/tcp-listener") && l.port == 3479)
     })
     .await;
+    let seen = seen.into_inner().unwrap();
+    let unaddressed: Vec<_> = seen.iter().flat_map(|c| &c.listeners).filter(|l| l.public_addr.is_empty()).collect();
+    assert!(unaddressed.is_empty(), "published without a public address: {unaddressed:?}");
     assert!(config.listeners.iter().any(|l| l.name == "stunner/udp-gateway/extra-listener" && l.port == 3480));
     wait_object(c, "v1", "Service", Some(NS), "udp-gateway", "the new ports", |o| {
         let mut ports: Vec<_> =
