@@ -3,6 +3,10 @@
 /// Label on every object the operator owns.
 pub const OWNED_BY_LABEL: &str = "stunner.l7mp.io/owned-by";
 pub const OWNED_BY_VALUE: &str = "stunner";
+/// Annotation on the Services and Deployments the operator creates: the `--controller-name`
+/// of the operator that made them. Every STUNner operator uses the same owned-by label, so
+/// only this tells one operator's dataplanes from another's.
+pub const CONTROLLER_NAME: &str = "stunner.l7mp.io/controller-name";
 /// Label (the Gateway's name) and annotation (`<ns>/<name>`) tying an object to its Gateway.
 pub const RELATED_GATEWAY_NAME: &str = "stunner.l7mp.io/related-gateway-name";
 /// Label holding the namespace of the related Gateway.

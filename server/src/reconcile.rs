@@ -5,18 +5,26 @@
 //! `--throttle-timeout`; when it closes, one render covers every change made in it. The
 //! window is never extended, so a steady stream of changes cannot postpone a render.
 //! Nothing is rendered before the sources report their first complete state, so a dataplane
-//! never sees a config built from half the cluster.
+//! never sees a config built from half the cluster. Nor does it see configs that are about to
+//! be replaced: in standalone mode only the settled result of a window is published (not the
+//! pass before the operator's own objects came back), in cluster mode a Gateway's config waits
+//! for the Service the render asked for ([`service_wait`]).
+
+mod service_wait;
 
 use crate::admin::Readiness;
-use crate::cds::ConfigStore;
+use crate::cds::store::ConfigStore;
+use crate::cds::version::Version;
 use crate::cluster::writer::Writer;
 use crate::metrics::{OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
 use crate::source::Change;
 use crate::status::StatusBoard;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use service_wait::{SERVICE_WAIT, ServiceWait};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
+use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::render::{Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
@@ -29,9 +37,27 @@ pub enum Input {
     Synced,
 }
 
+/// Where configs are published: the CDS store (a test wraps it to see every version).
+pub trait ConfigSink: Send + Sync {
+    /// See [`ConfigStore::upsert`].
+    fn upsert(&self, config: StunnerConfig) -> Option<Version>;
+    /// See [`ConfigStore::delete`].
+    fn delete(&self, id: &ConfigId) -> bool;
+}
+
+impl ConfigSink for ConfigStore {
+    fn upsert(&self, config: StunnerConfig) -> Option<Version> {
+        ConfigStore::upsert(self, config)
+    }
+
+    fn delete(&self, id: &ConfigId) -> bool {
+        ConfigStore::delete(self, id)
+    }
+}
+
 /// Where rendered results go.
 pub struct Outputs {
-    pub store: Arc<ConfigStore>,
+    pub store: Arc<dyn ConfigSink>,
     pub statuses: Arc<StatusBoard>,
     pub metrics: OperatorMetrics,
     pub readiness: Readiness,
@@ -55,10 +81,13 @@ pub struct Reconciler {
     dirty: Dirty,
     synced: bool,
     generation: i64,
+    /// Cluster mode (a writer): configs waiting for their Gateway's Service.
+    service_wait: Option<ServiceWait>,
 }
 
 impl Reconciler {
     pub fn new(settings: RenderSettings, throttle: Duration, outputs: Outputs) -> Self {
+        let service_wait = outputs.writer.is_some().then(|| ServiceWait::new(SERVICE_WAIT));
         Reconciler {
             index: Index::new(),
             settings,
@@ -67,12 +96,24 @@ impl Reconciler {
             dirty: Dirty::default(),
             synced: false,
             generation: 0,
+            service_wait,
         }
     }
 
     /// Runs until every sender of `inputs` is gone; returns itself for [`Self::finalize`].
     pub async fn run(mut self, mut inputs: mpsc::Receiver<Input>) -> Self {
-        while let Some(first) = inputs.recv().await {
+        loop {
+            let deadline = self.service_wait.as_ref().and_then(ServiceWait::next_deadline);
+            let first = tokio::select! {
+                input = inputs.recv() => match input {
+                    Some(input) => input,
+                    None => break,
+                },
+                _ = sleep_until(deadline) => {
+                    self.publish_expired();
+                    continue;
+                }
+            };
             self.count(ReconcileResult::passed);
             self.absorb(first);
             let window = tokio::time::sleep(self.throttle);
@@ -138,6 +179,9 @@ impl Reconciler {
         if !self.synced {
             return;
         }
+        // Only the last pass's result counts for what it rendered again: earlier ones are
+        // never published (standalone mode's own objects settle in the later passes).
+        let mut settled = RenderOutput::default();
         for _ in 0..MAX_PASSES {
             if self.dirty.is_empty() {
                 break;
@@ -147,8 +191,10 @@ impl Reconciler {
             if self.outputs.apply_owned_to_index {
                 self.apply_owned(&output);
             }
-            self.publish(output);
+            supersede(&mut settled, output);
         }
+        self.publish(settled);
+        self.publish_expired();
         self.outputs.readiness.set_ready();
     }
 
@@ -193,20 +239,27 @@ impl Reconciler {
         }
     }
 
-    fn publish(&self, output: RenderOutput) {
+    fn publish(&mut self, output: RenderOutput) {
         if let Some(writer) = &self.outputs.writer {
             writer.submit(&output, &self.index);
         }
-        let store = &self.outputs.store;
         for (key, gw) in output.gateways {
             match gw.config {
                 Owned::Apply(config) => {
-                    if let Some(version) = store.upsert(config) {
-                        tracing::info!(gateway = %key, %version, "config updated");
+                    let admitted = match &mut self.service_wait {
+                        Some(wait) => wait.admit(&key, config, &gw.service, &self.index),
+                        None => Some(config),
+                    };
+                    match admitted {
+                        Some(config) => self.upsert(&key, config),
+                        None => tracing::debug!(gateway = %key, "config waits for the Gateway's Service"),
                     }
                 }
                 Owned::Delete => {
-                    if store.delete(&ConfigId::new(key.namespace.clone(), key.name.clone())) {
+                    if let Some(wait) = &mut self.service_wait {
+                        wait.forget(&key);
+                    }
+                    if self.outputs.store.delete(&ConfigId::new(key.namespace.clone(), key.name.clone())) {
                         tracing::info!(gateway = %key, "config deleted");
                     }
                 }
@@ -222,6 +275,21 @@ impl Reconciler {
         }
         for (name, status) in output.classes {
             self.show_status("gateway.networking.k8s.io/v1", "GatewayClass", "", &name, &status);
+        }
+    }
+
+    fn upsert(&self, key: &ObjectKey, config: StunnerConfig) {
+        if let Some(version) = self.outputs.store.upsert(config) {
+            tracing::info!(gateway = %key, %version, "config updated");
+        }
+    }
+
+    /// Publishes the configs whose wait for their Service ran out.
+    fn publish_expired(&mut self) {
+        let Some(wait) = &mut self.service_wait else { return };
+        for (key, config) in wait.expired() {
+            tracing::info!(gateway = %key, bound = ?SERVICE_WAIT, "the Gateway's Service did not come back in time");
+            self.upsert(&key, config);
         }
     }
 
@@ -250,6 +318,22 @@ impl Reconciler {
         };
         self.outputs.statuses.remove(kind, &r.key.namespace, &r.key.name);
     }
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Lets a later pass's results replace an earlier pass's for the same objects.
+fn supersede(settled: &mut RenderOutput, later: RenderOutput) {
+    settled.gateways.extend(later.gateways);
+    settled.config_maps.extend(later.config_maps);
+    settled.routes.extend(later.routes);
+    settled.classes.extend(later.classes);
 }
 
 /// The index change an owned-object decision amounts to.
@@ -317,28 +401,65 @@ mod tests {
         Input::Changes(decode_manifests(&text).into_iter().map(|r| Change::Apply(Box::new(r.unwrap()))).collect())
     }
 
+    /// The real store, and every config version published to it, in order.
+    struct Recorder {
+        store: ConfigStore,
+        published: std::sync::Mutex<Vec<StunnerConfig>>,
+    }
+
+    impl ConfigSink for Recorder {
+        fn upsert(&self, config: StunnerConfig) -> Option<Version> {
+            let version = self.store.upsert(config.clone());
+            if version.is_some() {
+                self.published.lock().unwrap().push(config);
+            }
+            version
+        }
+
+        fn delete(&self, id: &ConfigId) -> bool {
+            self.store.delete(id)
+        }
+    }
+
     struct Loop {
         tx: mpsc::Sender<Input>,
-        store: Arc<ConfigStore>,
+        sink: Arc<Recorder>,
         metrics: OperatorMetrics,
         readiness: Readiness,
     }
 
     impl Loop {
+        /// Standalone mode: the operator's own objects go straight into the index.
         fn start() -> Loop {
+            Self::start_with(None)
+        }
+
+        /// Cluster mode: owned objects are queued for a writer (never run here), and come
+        /// back only when the test sends them, as the watchers would.
+        fn start_in_cluster() -> Loop {
+            Self::start_with(Some(Writer::new(OperatorMetrics::default())))
+        }
+
+        fn start_with(writer: Option<Writer>) -> Loop {
             let (tx, rx) = mpsc::channel(64);
-            let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+            let sink =
+                Arc::new(Recorder { store: ConfigStore::new(CdsMetrics::default()), published: Default::default() });
             let outputs = Outputs {
-                store: store.clone(),
+                store: sink.clone(),
                 statuses: Arc::default(),
                 metrics: OperatorMetrics::default(),
                 readiness: Readiness::default(),
-                apply_owned_to_index: true,
-                writer: None,
+                apply_owned_to_index: writer.is_none(),
+                writer,
             };
             let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
             tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));
-            Loop { tx, store, metrics, readiness }
+            Loop { tx, sink, metrics, readiness }
+        }
+
+        /// Every config published so far.
+        fn published(&self) -> Vec<StunnerConfig> {
+            self.sink.published.lock().unwrap().clone()
         }
 
         async fn send(&self, input: Input) {
@@ -357,7 +478,7 @@ mod tests {
 
         fn realm(&self) -> Option<String> {
             let id = ConfigId::new("stunner", "udp-gateway");
-            self.store.get(&id).map(|s| s.config.auth.realm.clone())
+            self.sink.store.get(&id).map(|s| s.config.auth.realm.clone())
         }
     }
 
@@ -423,10 +544,104 @@ mod tests {
         l.send(Input::Synced).await;
         tokio::time::sleep(THROTTLE * 2).await;
         let id = ConfigId::new("stunner", "udp-gateway");
-        let first = l.store.get(&id).unwrap();
+        let first = l.sink.store.get(&id).unwrap();
         // The same objects again, as after a relist.
         l.send(Input::Changes(quickstart())).await;
         tokio::time::sleep(THROTTLE * 2).await;
-        assert!(Arc::ptr_eq(&first, &l.store.get(&id).unwrap()), "the snapshot was not replaced");
+        assert!(Arc::ptr_eq(&first, &l.sink.store.get(&id).unwrap()), "the snapshot was not replaced");
+    }
+
+    /// The quickstart with `extra` listeners on its Gateway.
+    fn quickstart_with_listeners(extra: &str) -> Vec<Change> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/quickstart");
+        let text = std::fs::read_to_string(format!("{dir}/gateway.yaml")).unwrap();
+        let text = text.replace("  listeners:\n", &format!("  listeners:\n{extra}"));
+        let gateway = decode_manifests(&text).into_iter().map(|r| Change::Apply(Box::new(r.unwrap())));
+        let mut changes: Vec<Change> = quickstart().into_iter().filter(|c| !is_gateway(c)).collect();
+        changes.extend(gateway);
+        changes
+    }
+
+    fn is_gateway(c: &Change) -> bool {
+        matches!(c, Change::Apply(r) if r.kind() == Kind::Gateway)
+    }
+
+    /// The Gateway's Service as the API server would return it after the operator's apply:
+    /// what a render of `changes` asks for.
+    fn applied_service(changes: Vec<Change>) -> Input {
+        let mut index = Index::new();
+        for c in changes {
+            if let Change::Apply(r) = c {
+                index.apply(*r);
+            }
+        }
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let out = stunner_gateway::render::render_all(&index, &RenderSettings::default(), &now);
+        let Owned::Apply(service) = &out.gateways[&ObjectKey::new("stunner", "udp-gateway")].service else {
+            panic!("a Service is asked for")
+        };
+        Input::Changes(vec![Change::Apply(Box::new(Resource::Service(service.clone())))])
+    }
+
+    /// The listeners of published configs that have no public address.
+    fn without_public_address(configs: &[StunnerConfig]) -> Vec<String> {
+        let listeners = configs.iter().flat_map(|c| &c.listeners);
+        listeners.filter(|l| l.public_addr.is_empty() || l.public_port == 0).map(|l| l.name.clone()).collect()
+    }
+
+    /// Standalone: the first pass renders the Gateway before its Service is in the index (no
+    /// public address), the second with it; only the second is published.
+    #[tokio::test(start_paused = true)]
+    async fn standalone_publishes_only_the_settled_config() {
+        let l = Loop::start();
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        l.send(Input::Changes(quickstart_with_listeners("    - name: udp-2\n      port: 3480\n      protocol: UDP\n")))
+            .await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        let published = l.published();
+        assert_eq!(published.iter().map(|c| c.listeners.len()).collect::<Vec<_>>(), [2, 3], "one version per change");
+        assert_eq!(without_public_address(&published), Vec::<String>::new());
+    }
+
+    /// Cluster mode: a new Gateway's config, and one with a new listener, wait until the
+    /// watchers bring back the Service the render asked for; no version without the address.
+    #[tokio::test(start_paused = true)]
+    async fn in_a_cluster_a_config_waits_for_the_service_it_asked_for() {
+        let l = Loop::start_in_cluster();
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(l.published().len(), 0, "the Service is not back yet");
+        l.send(applied_service(quickstart())).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(l.published().len(), 1);
+
+        let added = || quickstart_with_listeners("    - name: udp-2\n      port: 3480\n      protocol: UDP\n");
+        l.send(Input::Changes(added())).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(l.published().len(), 1, "the Service's new port is not back yet");
+        l.send(applied_service(added())).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        let published = l.published();
+        assert_eq!(published.iter().map(|c| c.listeners.len()).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(without_public_address(&published), Vec::<String>::new());
+    }
+
+    /// Cluster mode: a Service that never comes back holds the config only for the bound,
+    /// and the same Service is not waited for again.
+    #[tokio::test(start_paused = true)]
+    async fn in_a_cluster_a_config_waits_for_its_service_only_so_long() {
+        let l = Loop::start_in_cluster();
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(l.published().len(), 0);
+        tokio::time::sleep(SERVICE_WAIT).await;
+        assert_eq!(l.published().len(), 1, "published once the bound passed");
+        l.send(realm("other")).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(l.realm().as_deref(), Some("other"), "no second wait for the same Service");
     }
 }

@@ -253,10 +253,17 @@ async fn live_updates_reach_the_cds_and_invalidation_removes_the_dataplane() {
         .replace("  listeners:\n", "  listeners:\n    - name: extra-listener\n      port: 3480\n      protocol: UDP\n");
     assert_ne!(changed, gateway);
     apply_yaml(c, &changed).await;
+    // Every version on the way has every listener's public address: the config waited for
+    // the Service's new ports instead of being pushed without them first.
+    let seen = std::sync::Mutex::new(Vec::new());
     let config = config_until(&mut ws, "three listeners, the TCP one on 3479", |c| {
+        seen.lock().unwrap().push(c.clone());
         c.listeners.len() == 3 && c.listeners.iter().any(|l| l.name.ends_with("/tcp-listener") && l.port == 3479)
     })
     .await;
+    let seen = seen.into_inner().unwrap();
+    let unaddressed: Vec<_> = seen.iter().flat_map(|c| &c.listeners).filter(|l| l.public_addr.is_empty()).collect();
+    assert!(unaddressed.is_empty(), "published without a public address: {unaddressed:?}");
     assert!(config.listeners.iter().any(|l| l.name == "stunner/udp-gateway/extra-listener" && l.port == 3480));
     wait_object(c, "v1", "Service", Some(NS), "udp-gateway", "the new ports", |o| {
         let mut ports: Vec<_> =
@@ -388,4 +395,82 @@ async fn a_restarted_operator_writes_nothing_and_serves_the_same_config() {
     assert_eq!(versions_after, versions_before, "a restart with nothing changed writes nothing");
     assert!(op.log_contains("initial sync of every watched kind complete"));
     op.assert_no_rbac_denials();
+}
+
+const OTHER_OPERATOR: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: other-class
+spec:
+  controllerName: example.com/other-operator
+  parametersRef:
+    group: stunner.l7mp.io
+    kind: GatewayConfig
+    name: stunner-gatewayconfig
+    namespace: stunner
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: other-gateway
+  namespace: stunner
+spec:
+  gatewayClassName: other-class
+  listeners:
+    - name: udp-listener
+      port: 3478
+      protocol: UDP
+"#;
+
+/// The ports of a Service, sorted.
+async fn service_ports(c: &kube::Client, name: &str, ports: &[i64]) -> kube::api::DynamicObject {
+    wait_object(c, "v1", "Service", Some(NS), name, "its ports", |o| {
+        let mut have: Vec<i64> =
+            o.data["spec"]["ports"].as_array().into_iter().flatten().filter_map(|p| p["port"].as_i64()).collect();
+        have.sort();
+        have == ports
+    })
+    .await
+}
+
+/// Two STUNner operators with different `--controller-name` in one cluster (both label their
+/// dataplanes `stunner.l7mp.io/owned-by: stunner`): neither deletes the other's Service or
+/// Deployment. Each is known to have rendered the other's objects once a later change of its
+/// own Gateway is written; the objects then still have their first uid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operators_leave_each_others_dataplanes_alone() {
+    let cluster = Cluster::start("two-operators").await;
+    quickstart(&cluster).await;
+    let c = &cluster.admin;
+    let ours = cluster.operator("ours", &[]).await;
+    wait_quickstart_statuses(&cluster).await;
+    apply_yaml(c, OTHER_OPERATOR).await;
+    let other = cluster.operator("other", &["--controller-name=example.com/other-operator"]).await;
+    let first = |o: &kube::api::DynamicObject| o.metadata.uid.clone().unwrap();
+    let our_svc = first(&service_ports(c, "udp-gateway", &[3478, 3478]).await);
+    let other_svc = first(&service_ports(c, "other-gateway", &[3478]).await);
+    let our_dp = first(&wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "made", |_| true).await);
+    let other_dp = first(&wait_object(c, "apps/v1", "Deployment", Some(NS), "other-gateway", "made", |_| true).await);
+
+    // A new listener on each Gateway: once each operator has written its Service's new port,
+    // it has also rendered (and so decided about) the other's Gateway before.
+    let gateway = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gateway.yaml")).unwrap();
+    let extra = "  listeners:\n    - name: extra-listener\n      port: 3480\n      protocol: UDP\n";
+    apply_yaml(c, &gateway.replace("  listeners:\n", extra)).await;
+    apply_yaml(c, &OTHER_OPERATOR.replace("  listeners:\n", extra)).await;
+    let our_now = service_ports(c, "udp-gateway", &[3478, 3478, 3480]).await;
+    let other_now = service_ports(c, "other-gateway", &[3478, 3480]).await;
+    assert_eq!((first(&our_now), first(&other_now)), (our_svc, other_svc), "no Service was deleted");
+    for (name, uid) in [("udp-gateway", our_dp), ("other-gateway", other_dp)] {
+        let dp = get(c, "apps/v1", "Deployment", Some(NS), name).await.expect("still there");
+        assert_eq!(first(&dp), uid, "the Deployment of {name} was not deleted");
+    }
+    let made_by = |o: &kube::api::DynamicObject| {
+        o.metadata.annotations.as_ref().unwrap()["stunner.l7mp.io/controller-name"].clone()
+    };
+    assert_eq!(made_by(&our_now), "stunner.l7mp.io/gateway-operator");
+    assert_eq!(made_by(&other_now), "example.com/other-operator");
+    ours.assert_no_rbac_denials();
+    other.assert_no_rbac_denials();
 }

@@ -116,6 +116,7 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
     ]));
     let mut annotations = gw.metadata.annotations.clone().unwrap_or_default();
     annotations.insert(RELATED_GATEWAY_NAME.into(), related.clone());
+    annotations.insert(CONTROLLER_NAME.into(), settings.controller_name.clone());
     let mut pod_labels = spec.labels.clone();
     pod_labels.extend(map(&[
         (APP_LABEL, APP_VALUE),

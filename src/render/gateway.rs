@@ -35,7 +35,7 @@ pub fn render<'a>(
     now: &Time,
 ) -> RenderedGateway<'a> {
     let addresses: Vec<Option<PublicAddress>> = public_addresses(index, key, gw);
-    let service = service::render(index, key, gw, class.config, settings.dataplane_mode);
+    let service = service::render(index, key, gw, class.config, settings);
     // The routes some listener accepts (whether or not that listener is valid) get clusters.
     let routes: Vec<Route<'a>> = gateway_routes(index, key)
         .into_iter()

@@ -62,7 +62,7 @@ pub fn render_class(index: &Index, name: &str, settings: &RenderSettings, now: &
     let keys: Vec<ObjectKey> = index.referrers(&class_ref, Kind::Gateway).cloned().collect();
     let ready = match class::resolve(index, name, settings) {
         ClassState::NotOurs => {
-            let gone = keys.into_iter().map(|k| (k.clone(), GatewayOutput::removed(index, &k, Owned::Keep)));
+            let gone = keys.into_iter().map(|k| (k.clone(), GatewayOutput::removed(index, &k, Owned::Keep, settings)));
             return LegacyClass { gateways: gone.collect(), ..Default::default() };
         }
         // Upstream sends nothing at all here (quirk 4); the Gateways are reported instead.

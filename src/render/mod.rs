@@ -28,7 +28,7 @@ pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_F
 
 use crate::config::{API_VERSION, StunnerConfig};
 use crate::index::{Dirty, Index, Kind, ObjRef, ObjectKey, parent_gateway};
-use crate::keys::{DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE};
+use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE};
 use crate::resources::UdpRouteStatus;
 use class::ClassState;
 use gateway_api::gatewayclasses::GatewayClassStatus;
@@ -73,21 +73,27 @@ impl GatewayOutput {
     /// A Gateway that was deleted or is no longer ours: `config` for its CDS config, and the
     /// Service and Deployment it got from us deleted, not left to garbage collection (which
     /// not every cluster runs promptly, and which never runs when only the class changed).
-    /// Only objects that carry our owned-by label: the writer deletes by name, and a
-    /// same-named object of someone else's must survive.
-    fn removed(index: &Index, key: &ObjectKey, config: Owned<StunnerConfig>) -> Self {
+    /// Only objects this operator made: the writer deletes by name, and a same-named object
+    /// of someone else's must survive, another STUNner operator's dataplane included.
+    fn removed(index: &Index, key: &ObjectKey, config: Owned<StunnerConfig>, settings: &RenderSettings) -> Self {
         GatewayOutput {
-            service: delete_if_ours(index.services().get(key).map(|s| &s.metadata)),
-            deployment: delete_if_ours(index.deployments().get(key).map(|d| &d.metadata)),
+            service: delete_if_ours(index.services().get(key).map(|s| &s.metadata), settings),
+            deployment: delete_if_ours(index.deployments().get(key).map(|d| &d.metadata), settings),
             ..Self::gone(config)
         }
     }
 }
 
-fn delete_if_ours<T>(meta: Option<&ObjectMeta>) -> Owned<T> {
-    let labels = meta.and_then(|m| m.labels.as_ref());
-    let ours = labels.and_then(|l| l.get(OWNED_BY_LABEL)).is_some_and(|v| v == OWNED_BY_VALUE);
-    if ours { Owned::Delete } else { Owned::Keep }
+/// `Delete` for an object with our owned-by label and our controller name. The label alone
+/// does not do: every STUNner operator sets the same one, so a second operator with another
+/// `--controller-name` would delete the first one's dataplanes. Objects without the controller
+/// name (made by the Go operator, or by a version of ours before it) are left to garbage
+/// collection, which their owner reference to the Gateway arranges.
+fn delete_if_ours<T>(meta: Option<&ObjectMeta>, settings: &RenderSettings) -> Owned<T> {
+    let value = |map: Option<&BTreeMap<String, String>>, key: &str| map.and_then(|m| m.get(key)).cloned();
+    let labelled = value(meta.and_then(|m| m.labels.as_ref()), OWNED_BY_LABEL).is_some_and(|v| v == OWNED_BY_VALUE);
+    let made_by = value(meta.and_then(|m| m.annotations.as_ref()), CONTROLLER_NAME);
+    if labelled && made_by.as_ref() == Some(&settings.controller_name) { Owned::Delete } else { Owned::Keep }
 }
 
 /// Everything one render produced, keyed and sorted.
@@ -146,7 +152,9 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
             }
             // Dirty Gateways no class rendered (deleted ones) only lose nothing: no CDS config.
             for key in &dirty.gateways {
-                out.gateways.entry(key.clone()).or_insert_with(|| GatewayOutput::removed(index, key, Owned::Keep));
+                out.gateways
+                    .entry(key.clone())
+                    .or_insert_with(|| GatewayOutput::removed(index, key, Owned::Keep, settings));
             }
         }
     }
@@ -178,9 +186,11 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
 
 /// Managed mode: one config, Service and Deployment per Gateway.
 fn managed_gateway(index: &Index, key: &ObjectKey, settings: &RenderSettings, now: &Time) -> GatewayOutput {
-    let Some(gw) = index.gateways().get(key) else { return GatewayOutput::removed(index, key, Owned::Delete) };
+    let Some(gw) = index.gateways().get(key) else {
+        return GatewayOutput::removed(index, key, Owned::Delete, settings);
+    };
     let ready = match class::resolve(index, &gw.spec.gateway_class_name, settings) {
-        ClassState::NotOurs => return GatewayOutput::removed(index, key, Owned::Delete),
+        ClassState::NotOurs => return GatewayOutput::removed(index, key, Owned::Delete, settings),
         ClassState::Invalid(_, e) => return invalidated(gw, &e, settings, now),
         ClassState::Ready(c) => c,
     };

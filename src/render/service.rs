@@ -7,7 +7,7 @@
 
 use super::listener::service_protocol;
 use super::owner::gateway_owner;
-use super::settings::DataplaneMode;
+use super::settings::{DataplaneMode, RenderSettings};
 use crate::index::{Index, ObjectKey};
 use crate::keys::*;
 use crate::resources::GatewayConfig;
@@ -78,7 +78,7 @@ pub fn render(
     key: &ObjectKey,
     gw: &Gateway,
     config: &GatewayConfig,
-    mode: DataplaneMode,
+    settings: &RenderSettings,
 ) -> Option<GatewayService> {
     if gw.spec.listeners.is_empty() {
         return None;
@@ -89,6 +89,7 @@ pub fn render(
     let mut requested = lb_annotations.clone();
     requested.extend(gw_annotations.clone());
     requested.insert(RELATED_GATEWAY_NAME.into(), key.to_string());
+    requested.insert(CONTROLLER_NAME.into(), settings.controller_name.clone());
 
     // Settings are read from what the live object will carry: its annotations, minus the
     // operator's own keys it no longer requests, plus the requested ones.
@@ -151,7 +152,7 @@ pub fn render(
     let address = gw.spec.addresses.as_ref().and_then(|a| a.first());
     let lb_ip = address.filter(|a| a.r#type.as_deref().is_none_or(|t| t == "IPAddress")).and_then(|a| a.value.clone());
     let mut selector = BTreeMap::from([(APP_LABEL.to_string(), APP_VALUE.to_string())]);
-    if mode == DataplaneMode::Managed {
+    if settings.dataplane_mode == DataplaneMode::Managed {
         selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.clone());
         selector.insert(RELATED_GATEWAY_NAME.into(), key.name.clone());
     }

@@ -3,6 +3,7 @@
 
 use super::address::PublicAddress;
 use super::attach::{Route, accepts};
+use super::class;
 use super::conditions::{build, keep_times, prune, set};
 use super::error::{Reason, RenderError};
 use super::settings::RenderSettings;
@@ -157,7 +158,11 @@ fn status_parent_ref(p: &ParentReference) -> ParentReference {
 
 /// A route's status. Each parentRef gets an entry from this controller (in spec order); entries
 /// of other controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error`
-/// is the route's backend error; `masked` marks a v1alpha2 route hidden by a v1 route.
+/// is the route's backend error; `masked` marks a v1alpha2 route hidden by a v1 route. A
+/// parent that is not a Gateway of one of our classes (another controller's, a class without
+/// a usable `parametersRef`, a missing class) "does not exist", as upstream, which only holds
+/// the Gateways of its own valid classes; a parentRef of another group or kind does not name
+/// a Gateway at all, whatever its name (see docs/compatibility.md).
 pub fn route(
     index: &Index,
     r: &Route<'_>,
@@ -173,7 +178,10 @@ pub fn route(
         old.iter().filter(|p| p.controller_name != settings.controller_name).cloned().collect();
     for p in &r.route.spec.parent_refs {
         let id = ObjectKey::new(p.namespace.as_deref().unwrap_or(ns), &p.name);
-        let gw = parent_gateway(ns, p).and_then(|k| index.gateways().get(&k));
+        // Only Gateways of our classes exist as parents: upstream never stores the others.
+        let gw = parent_gateway(ns, p)
+            .and_then(|k| index.gateways().get(&k))
+            .filter(|gw| class::is_ours(index, &gw.spec.gateway_class_name, settings));
         let accepted = match gw {
             _ if masked => {
                 build("Accepted", "False", "Pending", "GwAPI.v1 UDPRoute masked by a STUNnerV1 UDPRoute", g, now)

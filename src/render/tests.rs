@@ -209,7 +209,8 @@ fn stale_operator_annotations_are_not_requested() {
     let out = render_all(&index, &RenderSettings::default(), &now());
     let Owned::Apply(s) = &out.gateways[&ObjectKey::new("ns", "gw")].service else { panic!() };
     let annotations = s.metadata.annotations.as_ref().unwrap();
-    assert_eq!(annotations.keys().collect::<Vec<_>>(), ["stunner.l7mp.io/related-gateway-name"]);
+    let keys = annotations.keys().collect::<Vec<_>>();
+    assert_eq!(keys, ["stunner.l7mp.io/controller-name", "stunner.l7mp.io/related-gateway-name"]);
     assert_eq!(s.spec.as_ref().unwrap().type_.as_deref(), Some("LoadBalancer"));
 }
 
@@ -341,4 +342,31 @@ fn daemon_sets_are_deleted_only_before_the_deployment_exists() {
     index.apply(Resource::Deployment(deployment));
     let out = render_all(&index, &RenderSettings::default(), &now());
     assert!(!out.gateways[&ObjectKey::new("ns", "gw")].delete_daemon_set);
+}
+
+/// Every STUNner operator labels its objects the same way: a second operator (another
+/// `--controller-name`) must not delete the dataplane of a Gateway that is not its own, and
+/// the operator that made them still does once the Gateway's class is no longer its.
+#[test]
+fn only_the_operator_that_made_a_dataplane_deletes_it() {
+    let mut index = index_of(BASE);
+    let ours = RenderSettings::default();
+    let out = render_all(&index, &ours, &now());
+    let gw = &out.gateways[&ObjectKey::new("ns", "gw")];
+    let (Owned::Apply(service), Owned::Apply(deployment)) = (&gw.service, &gw.deployment) else { panic!("rendered") };
+    index.apply(Resource::Service(service.clone()));
+    index.apply(Resource::Deployment(deployment.clone()));
+
+    let other = RenderSettings { controller_name: "example.com/other-operator".into(), ..RenderSettings::default() };
+    let seen_by_other = &render_all(&index, &other, &now()).gateways[&ObjectKey::new("ns", "gw")];
+    assert_eq!((&seen_by_other.service, &seen_by_other.deployment), (&Owned::Keep, &Owned::Keep));
+
+    // The class moves to the other controller: the objects we made are ours to remove.
+    let moved =
+        BASE.replace("controllerName: stunner.l7mp.io/gateway-operator", "controllerName: example.com/other-operator");
+    for r in decode_manifests(&moved).into_iter().take(1) {
+        index.apply(r.unwrap());
+    }
+    let after_move = &render_all(&index, &ours, &now()).gateways[&ObjectKey::new("ns", "gw")];
+    assert_eq!((&after_move.service, &after_move.deployment), (&Owned::Delete, &Owned::Delete));
 }
