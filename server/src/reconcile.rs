@@ -12,12 +12,13 @@ use crate::cds::ConfigStore;
 use crate::cluster::writer::Writer;
 use crate::metrics::{OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
 use crate::source::Change;
+use crate::source::owned::OwnedObjects;
 use crate::status::StatusBoard;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
-use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::index::{Dirty, Index, Kind, ObjRef};
 use stunner_gateway::render::{Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
 
@@ -36,8 +37,8 @@ pub struct Outputs {
     pub metrics: OperatorMetrics,
     pub readiness: Readiness,
     /// Standalone mode: no API server stores the objects the operator owns, so the index
-    /// takes them directly, as if written and watched back (the renderer reads the
-    /// Gateway's Service for its public address).
+    /// takes them directly, merged into the stored ones as if applied and watched back (the
+    /// renderer reads the Gateway's Service for its public address).
     pub apply_owned_to_index: bool,
     /// Cluster mode: where owned objects and statuses are queued for the API server.
     pub writer: Option<Writer>,
@@ -55,6 +56,8 @@ pub struct Reconciler {
     dirty: Dirty,
     synced: bool,
     generation: i64,
+    /// Standalone mode: the owned objects applied to the index (see `apply_owned_to_index`).
+    owned: OwnedObjects,
 }
 
 impl Reconciler {
@@ -67,6 +70,7 @@ impl Reconciler {
             dirty: Dirty::default(),
             synced: false,
             generation: 0,
+            owned: OwnedObjects::default(),
         }
     }
 
@@ -138,6 +142,9 @@ impl Reconciler {
         if !self.synced {
             return;
         }
+        // The passes that take the operator's own objects back (standalone mode) settle
+        // before anything is published: one config per window, not one per pass.
+        let mut settled: Option<RenderOutput> = None;
         for _ in 0..MAX_PASSES {
             if self.dirty.is_empty() {
                 break;
@@ -145,8 +152,15 @@ impl Reconciler {
             let dirty = std::mem::take(&mut self.dirty);
             let output = self.render_pass(&dirty);
             if self.outputs.apply_owned_to_index {
-                self.apply_owned(&output);
+                let dirty = self.owned.apply(&mut self.index, &output);
+                self.dirty.merge(dirty);
             }
+            settled = Some(match settled {
+                Some(earlier) => supersede(earlier, output),
+                None => output,
+            });
+        }
+        if let Some(output) = settled {
             self.publish(output);
         }
         self.outputs.readiness.set_ready();
@@ -170,27 +184,6 @@ impl Reconciler {
             "rendered"
         );
         output
-    }
-
-    /// Stores the owned objects of `output` in the index; what that changes is rendered in
-    /// the next pass.
-    fn apply_owned(&mut self, output: &RenderOutput) {
-        for (key, gw) in &output.gateways {
-            let changes = [
-                owned_change(&gw.service, Kind::Service, key, Resource::Service),
-                owned_change(&gw.deployment, Kind::Deployment, key, Resource::Deployment),
-            ];
-            for change in changes.into_iter().flatten() {
-                let dirty = match change {
-                    Change::Apply(r) if self.index.get(&r.obj_ref()).as_ref() != Some(&*r) => self.index.apply(*r),
-                    Change::Delete(r) if self.index.contains(&r) => {
-                        self.index.delete(r.kind, &r.key.namespace, &r.key.name)
-                    }
-                    _ => continue,
-                };
-                self.dirty.merge(dirty);
-            }
-        }
     }
 
     fn publish(&self, output: RenderOutput) {
@@ -242,23 +235,24 @@ impl Reconciler {
     }
 
     fn forget_status(&self, r: &ObjRef) {
-        let kind = match r.kind {
-            Kind::Gateway => "Gateway",
-            Kind::GatewayClass => "GatewayClass",
-            Kind::UdpRoute | Kind::GatewayUdpRoute => "UDPRoute",
+        let (api_version, kind) = match r.kind {
+            Kind::Gateway => ("gateway.networking.k8s.io/v1", "Gateway"),
+            Kind::GatewayClass => ("gateway.networking.k8s.io/v1", "GatewayClass"),
+            Kind::UdpRoute | Kind::GatewayUdpRoute => route_kind(r.kind),
             _ => return,
         };
-        self.outputs.statuses.remove(kind, &r.key.namespace, &r.key.name);
+        self.outputs.statuses.remove(api_version, kind, &r.key.namespace, &r.key.name);
     }
 }
 
-/// The index change an owned-object decision amounts to.
-fn owned_change<T: Clone>(owned: &Owned<T>, kind: Kind, key: &ObjectKey, wrap: fn(T) -> Resource) -> Option<Change> {
-    match owned {
-        Owned::Apply(obj) => Some(Change::Apply(Box::new(wrap(obj.clone())))),
-        Owned::Delete => Some(Change::Delete(ObjRef::new(kind, key.clone()))),
-        Owned::Keep => None,
-    }
+/// One output from two passes: what the later one rendered replaces the earlier one's.
+fn supersede(mut earlier: RenderOutput, later: RenderOutput) -> RenderOutput {
+    let RenderOutput { gateways, config_maps, routes, classes } = later;
+    earlier.gateways.extend(gateways);
+    earlier.config_maps.extend(config_maps);
+    earlier.routes.extend(routes);
+    earlier.classes.extend(classes);
+    earlier
 }
 
 /// The API version of a route kind and its kind name.

@@ -3,6 +3,7 @@
 
 pub mod files;
 pub mod manifests;
+pub mod owned;
 pub mod run;
 pub mod watcher;
 
