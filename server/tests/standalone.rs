@@ -519,10 +519,13 @@ async fn a_removed_and_recreated_directory_is_followed_again() {
     assert!(why.contains("is gone"), "{why}");
     assert_no_config(&mut ws).await;
 
-    std::fs::create_dir(&dir).unwrap();
+    // Put back whole (an empty directory would mean no objects at all).
+    let staging = dir.with_extension("staging");
+    std::fs::create_dir(&staging).unwrap();
     for (name, content) in &saved {
-        std::fs::write(dir.join(name), content).unwrap();
+        std::fs::write(staging.join(name), content).unwrap();
     }
+    std::fs::rename(&staging, &dir).unwrap();
     d.wait_for_log("the manifest directory is back").await;
     add_a_listener(&dir);
     assert_eq!(next_config(&mut ws).await.listeners.len(), 3);

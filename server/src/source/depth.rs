@@ -38,11 +38,8 @@ pub fn check_flow_depth(text: &str) -> Result<(), usize> {
                 while let Some(c) = chars.next() {
                     match c {
                         '\n' => line += 1,
-                        '\\' if quote == '"' => {
-                            if chars.next() == Some('\n') {
-                                line += 1;
-                            }
-                        }
+                        // An escaped character is skipped, an escaped line break counted.
+                        '\\' if quote == '"' => line += usize::from(chars.next() == Some('\n')),
                         // '' is an escaped quote inside single quotes: the scan goes on.
                         c if c == quote => break,
                         _ => {}
