@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
@@ -31,39 +31,51 @@ enum Phase {
 }
 
 #[derive(Clone)]
-pub struct Readiness(watch::Sender<Phase>);
+pub struct Readiness {
+    phase: watch::Sender<Phase>,
+    /// Why a source cannot follow its input, while it cannot (standalone: the manifest
+    /// directory is gone): `/readyz` fails and says so, while the last configs stay served.
+    source_problem: Arc<Mutex<Option<String>>>,
+}
 
 impl Default for Readiness {
     fn default() -> Self {
-        Readiness(watch::Sender::new(Phase::Starting))
+        Readiness { phase: watch::Sender::new(Phase::Starting), source_problem: Arc::default() }
     }
 }
 
 impl Readiness {
     /// Marks the first complete render; no effect once stopping.
     pub fn set_ready(&self) {
-        self.0.send_if_modified(|p| *p == Phase::Starting && std::mem::replace(p, Phase::Ready) != Phase::Ready);
+        self.phase.send_if_modified(|p| *p == Phase::Starting && std::mem::replace(p, Phase::Ready) != Phase::Ready);
     }
 
     pub fn set_stopping(&self) {
-        self.0.send_replace(Phase::Stopping);
+        self.phase.send_replace(Phase::Stopping);
+    }
+
+    /// Records (`Some`) or clears (`None`) a source's problem.
+    pub fn set_source_problem(&self, problem: Option<String>) {
+        *self.source_problem.lock().expect("readiness lock") = problem;
     }
 
     pub fn is_ready(&self) -> bool {
-        *self.0.borrow() == Phase::Ready
+        *self.phase.borrow() == Phase::Ready && self.source_problem.lock().expect("readiness lock").is_none()
     }
 
     /// Waits for the first complete render.
     pub async fn wait(&self) {
-        let mut rx = self.0.subscribe();
+        let mut rx = self.phase.subscribe();
         let _ = rx.wait_for(|p| *p != Phase::Starting).await;
     }
 
-    fn explain(&self) -> &'static str {
-        match *self.0.borrow() {
-            Phase::Starting => "waiting for the first complete sync",
-            Phase::Ready => "ok",
-            Phase::Stopping => "shutting down",
+    fn explain(&self) -> String {
+        let phase = *self.phase.borrow();
+        match (phase, self.source_problem.lock().expect("readiness lock").as_ref()) {
+            (Phase::Starting, _) => "waiting for the first complete sync".into(),
+            (Phase::Ready, Some(problem)) => problem.clone(),
+            (Phase::Ready, None) => "ok".into(),
+            (Phase::Stopping, _) => "shutting down".into(),
         }
     }
 }

@@ -116,7 +116,7 @@ async fn run(args: Args) -> Result<(), String> {
     let follow = match mode {
         Mode::Standalone(source) => {
             tracing::info!(dir = %source.dir().display(), "standalone mode: reading manifests");
-            tokio::spawn(run::follow(source, tx, shutdown.clone()))
+            tokio::spawn(run::follow(source, tx, readiness.clone(), shutdown.clone()))
         }
         Mode::Cluster(client, writer) => {
             let settings = cluster::Settings {

@@ -18,6 +18,7 @@ use crate::cds::version::Version;
 use crate::cluster::writer::Writer;
 use crate::metrics::{OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
 use crate::source::Change;
+use crate::source::owned::OwnedObjects;
 use crate::status::StatusBoard;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use service_wait::{SERVICE_WAIT, ServiceWait};
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
 use stunner_gateway::config::StunnerConfig;
-use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey};
 use stunner_gateway::render::{Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
 
@@ -62,8 +63,8 @@ pub struct Outputs {
     pub metrics: OperatorMetrics,
     pub readiness: Readiness,
     /// Standalone mode: no API server stores the objects the operator owns, so the index
-    /// takes them directly, as if written and watched back (the renderer reads the
-    /// Gateway's Service for its public address).
+    /// takes them directly, merged into the stored ones as if applied and watched back (the
+    /// renderer reads the Gateway's Service for its public address).
     pub apply_owned_to_index: bool,
     /// Cluster mode: where owned objects and statuses are queued for the API server.
     pub writer: Option<Writer>,
@@ -83,6 +84,8 @@ pub struct Reconciler {
     generation: i64,
     /// Cluster mode (a writer): configs waiting for their Gateway's Service.
     service_wait: Option<ServiceWait>,
+    /// Standalone mode: the owned objects applied to the index (see `apply_owned_to_index`).
+    owned: OwnedObjects,
 }
 
 impl Reconciler {
@@ -97,6 +100,7 @@ impl Reconciler {
             synced: false,
             generation: 0,
             service_wait,
+            owned: OwnedObjects::default(),
         }
     }
 
@@ -189,7 +193,8 @@ impl Reconciler {
             let dirty = std::mem::take(&mut self.dirty);
             let output = self.render_pass(&dirty);
             if self.outputs.apply_owned_to_index {
-                self.apply_owned(&output);
+                let dirty = self.owned.apply(&mut self.index, &output);
+                self.dirty.merge(dirty);
             }
             supersede(&mut settled, output);
         }
@@ -216,27 +221,6 @@ impl Reconciler {
             "rendered"
         );
         output
-    }
-
-    /// Stores the owned objects of `output` in the index; what that changes is rendered in
-    /// the next pass.
-    fn apply_owned(&mut self, output: &RenderOutput) {
-        for (key, gw) in &output.gateways {
-            let changes = [
-                owned_change(&gw.service, Kind::Service, key, Resource::Service),
-                owned_change(&gw.deployment, Kind::Deployment, key, Resource::Deployment),
-            ];
-            for change in changes.into_iter().flatten() {
-                let dirty = match change {
-                    Change::Apply(r) if self.index.get(&r.obj_ref()).as_ref() != Some(&*r) => self.index.apply(*r),
-                    Change::Delete(r) if self.index.contains(&r) => {
-                        self.index.delete(r.kind, &r.key.namespace, &r.key.name)
-                    }
-                    _ => continue,
-                };
-                self.dirty.merge(dirty);
-            }
-        }
     }
 
     fn publish(&mut self, output: RenderOutput) {
@@ -310,13 +294,13 @@ impl Reconciler {
     }
 
     fn forget_status(&self, r: &ObjRef) {
-        let kind = match r.kind {
-            Kind::Gateway => "Gateway",
-            Kind::GatewayClass => "GatewayClass",
-            Kind::UdpRoute | Kind::GatewayUdpRoute => "UDPRoute",
+        let (api_version, kind) = match r.kind {
+            Kind::Gateway => ("gateway.networking.k8s.io/v1", "Gateway"),
+            Kind::GatewayClass => ("gateway.networking.k8s.io/v1", "GatewayClass"),
+            Kind::UdpRoute | Kind::GatewayUdpRoute => route_kind(r.kind),
             _ => return,
         };
-        self.outputs.statuses.remove(kind, &r.key.namespace, &r.key.name);
+        self.outputs.statuses.remove(api_version, kind, &r.key.namespace, &r.key.name);
     }
 }
 
@@ -334,15 +318,6 @@ fn supersede(settled: &mut RenderOutput, later: RenderOutput) {
     settled.config_maps.extend(later.config_maps);
     settled.routes.extend(later.routes);
     settled.classes.extend(later.classes);
-}
-
-/// The index change an owned-object decision amounts to.
-fn owned_change<T: Clone>(owned: &Owned<T>, kind: Kind, key: &ObjectKey, wrap: fn(T) -> Resource) -> Option<Change> {
-    match owned {
-        Owned::Apply(obj) => Some(Change::Apply(Box::new(wrap(obj.clone())))),
-        Owned::Delete => Some(Change::Delete(ObjRef::new(kind, key.clone()))),
-        Owned::Keep => None,
-    }
 }
 
 /// The API version of a route kind and its kind name.

@@ -11,7 +11,18 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use stunner_gateway::cds::{ObjectStatus, StatusList};
 
-type Key = (String, String, String);
+/// API group, kind, namespace and name: a `stunner.l7mp.io` and a `gateway.networking.k8s.io`
+/// UDPRoute of the same name are two objects.
+type Key = (String, String, String, String);
+
+/// The group of an `apiVersion` (`""` for the core group's bare `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+fn key(api_version: &str, kind: &str, namespace: &str, name: &str) -> Key {
+    (group_of(api_version).into(), kind.into(), namespace.into(), name.into())
+}
 
 /// Latest status per object.
 #[derive(Default)]
@@ -22,7 +33,7 @@ pub struct StatusBoard {
 impl StatusBoard {
     /// Records `status`; returns whether it differs from what was there (worth logging).
     pub fn set(&self, status: ObjectStatus) -> bool {
-        let key = (status.kind.clone(), status.namespace.clone(), status.name.clone());
+        let key = key(&status.api_version, &status.kind, &status.namespace, &status.name);
         let mut map = self.statuses.write().expect("status lock");
         if map.get(&key) == Some(&status) {
             return false;
@@ -32,8 +43,8 @@ impl StatusBoard {
     }
 
     /// Forgets the status of an object that is gone.
-    pub fn remove(&self, kind: &str, namespace: &str, name: &str) {
-        self.statuses.write().expect("status lock").remove(&(kind.into(), namespace.into(), name.into()));
+    pub fn remove(&self, api_version: &str, kind: &str, namespace: &str, name: &str) {
+        self.statuses.write().expect("status lock").remove(&key(api_version, kind, namespace, name));
     }
 
     pub fn list(&self) -> StatusList {
@@ -54,9 +65,11 @@ async fn serve_statuses(State(board): State<Arc<StatusBoard>>) -> impl IntoRespo
 mod tests {
     use super::*;
 
+    const GATEWAY_API: &str = "gateway.networking.k8s.io/v1";
+
     fn status(kind: &str, name: &str, ready: bool) -> ObjectStatus {
         ObjectStatus {
-            api_version: "gateway.networking.k8s.io/v1".into(),
+            api_version: GATEWAY_API.into(),
             kind: kind.into(),
             namespace: "ns".into(),
             name: name.into(),
@@ -74,7 +87,21 @@ mod tests {
         assert!(b.set(status("Gateway", "a", true)));
         let names: Vec<_> = b.list().items.iter().map(|s| format!("{}/{}", s.kind, s.name)).collect();
         assert_eq!(names, ["Gateway/a", "Gateway/b", "GatewayClass/a"]);
-        b.remove("Gateway", "ns", "b");
+        b.remove(GATEWAY_API, "Gateway", "ns", "b");
         assert_eq!(b.list().items.len(), 2);
+    }
+
+    #[test]
+    fn objects_of_the_same_kind_name_in_two_groups_are_kept_apart() {
+        let b = StatusBoard::default();
+        let stunner = ObjectStatus { api_version: "stunner.l7mp.io/v1".into(), ..status("UDPRoute", "r", true) };
+        let gateway_api =
+            ObjectStatus { api_version: "gateway.networking.k8s.io/v1alpha2".into(), ..status("UDPRoute", "r", false) };
+        assert!(b.set(stunner.clone()));
+        assert!(b.set(gateway_api.clone()));
+        assert_eq!(b.list().items, [gateway_api.clone(), stunner.clone()]);
+        // Another version of the same group is the same object.
+        b.remove("stunner.l7mp.io/v1beta1", "UDPRoute", "ns", "r");
+        assert_eq!(b.list().items, [gateway_api]);
     }
 }

@@ -1,7 +1,7 @@
 //! The real daemon binary in standalone mode: manifests in a directory, edited while it
 //! runs, observed through a WebSocket watch like a dataplane's.
 
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,21 @@ use tokio_tungstenite::tungstenite::Message;
 struct Daemon {
     child: Child,
     addr: String,
+    /// Where `/healthz` and `/readyz` are served, if asked for.
+    health: Option<String>,
     log: Arc<Mutex<Vec<String>>>,
+}
+
+/// How the daemon is started beyond the defaults.
+#[derive(Default)]
+struct Options {
+    /// Serve the health probes.
+    health: bool,
+    /// Run as this user (and its group): tests run as root here, and permission bits only
+    /// make a file unreadable for others.
+    uid: Option<u32>,
+    /// Lower the limit of open files to this (see [`limit_open_files`]).
+    open_files: Option<libc::rlim_t>,
 }
 
 fn quickstart() -> PathBuf {
@@ -34,23 +48,29 @@ fn temp_copy_of_quickstart(name: &str) -> PathBuf {
 
 impl Daemon {
     async fn start(dir: &Path) -> Daemon {
-        Daemon::start_with(dir, |_| {}).await
+        Daemon::start_with(dir, Options::default()).await
     }
 
-    /// [`Daemon::start`], with `adjust` applied to the command first.
-    async fn start_with(dir: &Path, adjust: impl FnOnce(&mut Command)) -> Daemon {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"));
-        adjust(&mut command);
-        let mut child = command
-            .args(["--standalone", dir.to_str().unwrap()])
+    async fn start_with(dir: &Path, options: Options) -> Daemon {
+        let health = options.health.then(|| {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().to_string()
+        });
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"));
+        cmd.args(["--standalone", dir.to_str().unwrap()])
             .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
-            .args(["--health-probe-bind-address", "0", "--throttle-timeout", "50ms"])
+            .args(["--health-probe-bind-address", health.as_deref().unwrap_or("0"), "--throttle-timeout", "50ms"])
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+            .kill_on_drop(true);
+        if let Some(uid) = options.uid {
+            cmd.uid(uid).gid(uid);
+        }
+        if let Some(n) = options.open_files {
+            limit_open_files(&mut cmd, n);
+        }
+        let mut child = cmd.spawn().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -68,15 +88,19 @@ impl Daemon {
             }
         });
         let addr = tokio::time::timeout(Duration::from_secs(30), rx).await.expect("daemon serves in time").unwrap();
-        Daemon { child, addr, log }
+        Daemon { child, addr, health, log }
     }
 
     fn log_contains(&self, needle: &str) -> bool {
-        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+        self.log_count(needle) > 0
+    }
+
+    fn log_count(&self, needle: &str) -> usize {
+        self.log.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
     }
 
     async fn wait_for_log(&self, needle: &str) {
-        for _ in 0..100 {
+        for _ in 0..200 {
             if self.log_contains(needle) {
                 return;
             }
@@ -92,13 +116,16 @@ async fn watch(d: &Daemon, path: &str) -> Ws {
     tokio_tungstenite::connect_async(format!("ws://{}{path}", d.addr)).await.unwrap().0
 }
 
+/// The next config; pings do not extend the wait.
 async fn next_config(ws: &mut Ws) -> StunnerConfig {
-    loop {
-        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a config in time");
-        if let Message::Text(t) = msg.unwrap().unwrap() {
-            return serde_json::from_str(&t).unwrap();
+    let next = async {
+        loop {
+            if let Message::Text(t) = ws.next().await.unwrap().unwrap() {
+                return serde_json::from_str(&t).unwrap();
+            }
         }
-    }
+    };
+    tokio::time::timeout(Duration::from_secs(20), next).await.expect("a config in time")
 }
 
 async fn assert_no_config(ws: &mut Ws) {
@@ -113,6 +140,9 @@ async fn quickstart_is_served_and_follows_edits() {
     let d = Daemon::start(&dir).await;
     let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
     let c = next_config(&mut ws).await;
+    // The render passes that take the operator's own Service back settle before the config
+    // is published: one version at start-up.
+    assert_eq!(d.log_count("config updated"), 1);
     assert_eq!(c.admin.name, "stunner/udp-gateway");
     assert_eq!(c.listeners.len(), 2);
     assert_eq!(c.auth.credentials["password"], "pass-1");
@@ -233,14 +263,27 @@ async fn a_missing_directory_is_a_clear_start_up_error() {
 
 /// A plain HTTP GET over a raw socket (the daemon speaks HTTP/1.1).
 async fn http_get(url: &str) -> String {
+    http_get_status(url).await.1
+}
+
+/// A plain HTTP GET: the status code and the body. A generous bound on the wait: an answer
+/// is what matters, not how fast it comes.
+async fn http_get_status(url: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_once('/').unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    s.write_all(format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.unwrap();
-    buf.split_once("\r\n\r\n").unwrap().1.to_string()
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+        let request = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).await.unwrap();
+        buf
+    };
+    let buf = tokio::time::timeout(Duration::from_secs(20), exchange).await.unwrap_or_else(|_| panic!("{url} answers"));
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap();
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, body.to_string())
 }
 
 /// SIGTERM: every watch gets a Close frame (its client reconnects at once, elsewhere), and
@@ -300,7 +343,7 @@ async fn try_watch(d: &Daemon) -> Result<Ws, String> {
 #[tokio::test]
 async fn out_of_file_descriptors_new_clients_get_a_503_and_the_log_stays_short() {
     let dir = temp_copy_of_quickstart("nofile");
-    let d = Daemon::start_with(&dir, |c| limit_open_files(c, 48)).await;
+    let d = Daemon::start_with(&dir, Options { open_files: Some(48), ..Options::default() }).await;
     let mut held = Vec::new();
     let refusal = loop {
         assert!(held.len() < 100, "100 watches open on 48 file descriptors?");
@@ -332,5 +375,233 @@ async fn out_of_file_descriptors_new_clients_get_a_503_and_the_log_stays_short()
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(served, "never served again after the watches closed");
+
+/// The quickstart with its Gateway published by a LoadBalancer Service that the manifests
+/// hold with an address, as a cloud would give it: the Gateway has no `spec.addresses`, so its
+/// listeners' public address comes from `status.loadBalancer`.
+fn quickstart_behind_a_load_balancer(name: &str) -> PathBuf {
+    let dir = temp_copy_of_quickstart(name);
+    let uid = "0b6a3a52-5c5e-4d43-9d1e-3c1f6a1b2c3d";
+    let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
+    let gateway = gateway.replace("  addresses:\n    - type: IPAddress\n      value: 127.0.0.1\n", "").replacen(
+        "  namespace: stunner\n",
+        &format!("  namespace: stunner\n  uid: {uid}\n"),
+        1,
+    );
+    std::fs::write(dir.join("gateway.yaml"), gateway).unwrap();
+    let service = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: udp-gateway\n  namespace: stunner\n  \
+         labels: {{team: media}}\n  \
+         annotations: {{stunner.l7mp.io/related-gateway-name: stunner/udp-gateway}}\n  ownerReferences:\n  \
+         - {{apiVersion: gateway.networking.k8s.io/v1, kind: Gateway, name: udp-gateway, uid: {uid}}}\n\
+         spec:\n  type: LoadBalancer\n  clusterIP: 10.96.0.10\n  ports:\n  \
+         - {{name: udp-listener, port: 3478, protocol: UDP}}\n  - {{name: tcp-listener, port: 3478, protocol: TCP}}\n\
+         status:\n  loadBalancer:\n    ingress:\n    - ip: 192.0.2.7\n"
+    );
+    std::fs::write(dir.join("service.yaml"), service).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn the_load_balancer_address_of_the_manifests_survives_the_operators_own_service() {
+    let dir = quickstart_behind_a_load_balancer("lb");
+    let d = Daemon::start(&dir).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    let c = next_config(&mut ws).await;
+    let addresses: Vec<_> = c.listeners.iter().map(|l| (l.public_addr.as_str(), l.public_port)).collect();
+    assert_eq!(addresses, [("192.0.2.7", 3478), ("192.0.2.7", 3478)]);
+    assert_eq!(d.log_count("config updated"), 1);
+    // The operator's own Service, merged into the stored one, keeps the address: no second
+    // config with the address gone.
+    assert_no_config(&mut ws).await;
+
+    // An edit renders again, still with the address, and the Gateway stays Programmed.
+    let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
+    std::fs::write(dir.join("gateway.yaml"), gateway.replace("tcp-listener", "tcp-2")).unwrap();
+    let c = next_config(&mut ws).await;
+    assert_eq!(c.listeners.iter().map(|l| l.public_addr.as_str()).collect::<Vec<_>>(), ["192.0.2.7", "192.0.2.7"]);
+    assert_no_config(&mut ws).await;
+    let body = http_get(&format!("http://{}/api/v1/statuses", d.addr)).await;
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let gw = list["items"].as_array().unwrap().iter().find(|i| i["kind"] == "Gateway").unwrap();
+    let programmed = gw["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Programmed");
+    assert_eq!(programmed.unwrap()["status"], "True", "{gw}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+impl Daemon {
+    async fn readyz(&self) -> (u16, String) {
+        http_get_status(&format!("http://{}/readyz", self.health.as_ref().expect("started with health"))).await
+    }
+
+    fn pid(&self) -> i32 {
+        i32::try_from(self.child.id().unwrap()).unwrap()
+    }
+}
+
+/// The quickstart's Gateway with a third listener: an edit whose config is easy to recognise.
+fn add_a_listener(dir: &Path) {
+    let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
+    let with_third = gateway.replace(
+        "    - name: tcp-listener\n",
+        "    - name: extra-listener\n      port: 3479\n      protocol: UDP\n    - name: tcp-listener\n",
+    );
+    std::fs::write(dir.join("gateway.yaml"), with_third).unwrap();
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// A FIFO named like a manifest (a read would block forever), links that make the tree
+/// infinite, and a file nested 60,000 levels deep: the daemon keeps answering, keeps
+/// following edits, and names each hostile file.
+#[tokio::test]
+async fn hostile_files_neither_block_the_daemon_nor_stop_other_edits() {
+    let dir = temp_copy_of_quickstart("hostile");
+    let d = Daemon::start_with(&dir, Options { health: true, ..Options::default() }).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    assert_eq!(next_config(&mut ws).await.listeners.len(), 2);
+
+    mkfifo(&dir.join("x.yaml"));
+    std::os::unix::fs::symlink(".", dir.join("loop-1")).unwrap();
+    std::os::unix::fs::symlink(".", dir.join("loop-2")).unwrap();
+    let deep = format!("a: {}{}\n", "[".repeat(60_000), "]".repeat(60_000));
+    std::fs::write(dir.join("deep.yaml"), deep).unwrap();
+    // While the FIFO is there: health, WebSocket pings and edits are all answered.
+    assert_eq!(d.readyz().await, (200, "ok".to_string()));
+    ws.send(Message::Ping(b"hi".to_vec().into())).await.unwrap();
+    let pong = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a pong in time");
+    assert!(matches!(pong, Some(Ok(Message::Pong(ref p))) if &p[..] == b"hi"), "{pong:?}");
+    add_a_listener(&dir);
+    assert_eq!(next_config(&mut ws).await.listeners.len(), 3);
+    d.wait_for_log("x.yaml: not a regular file").await;
+    d.wait_for_log("deep.yaml:1: nested deeper than 100 levels").await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The daemon's uid for the permission tests: as root, another user (permission bits do not
+/// stop root); otherwise our own (they stop the owner).
+fn unprivileged() -> Option<u32> {
+    // SAFETY: geteuid(2) has no preconditions.
+    (unsafe { libc::geteuid() } == 0).then_some(65534)
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// An unreadable subdirectory and unreadable or non-UTF-8 files are skipped with a warning
+/// naming each; files keep their last good content, and every other edit still applies.
+#[tokio::test]
+async fn unreadable_entries_are_skipped_by_name_and_the_rest_applies() {
+    let dir = temp_copy_of_quickstart("unreadable");
+    chmod(&dir, 0o755);
+    let d = Daemon::start_with(&dir, Options { uid: unprivileged(), ..Options::default() }).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    let c = next_config(&mut ws).await;
+    assert_eq!((c.listeners.len(), c.clusters.len()), (2, 1));
+
+    std::fs::create_dir(dir.join("private")).unwrap();
+    std::fs::write(dir.join("private/more.yaml"), "kind: ConfigMap\n").unwrap();
+    chmod(&dir.join("private"), 0o000);
+    chmod(&dir.join("route.yaml"), 0o000);
+    let class = std::fs::read(dir.join("gatewayclass.yaml")).unwrap();
+    let mut latin1 = String::from_utf8(class).unwrap().replace("pass-1", "pass-\u{1}").into_bytes();
+    let at = latin1.iter().position(|b| *b == 1).unwrap();
+    latin1[at] = 0xe9;
+    std::fs::write(dir.join("gatewayclass.yaml"), latin1).unwrap();
+    add_a_listener(&dir);
+    let c = next_config(&mut ws).await;
+    assert_eq!(c.listeners.len(), 3, "the edit applies");
+    assert_eq!(c.clusters.len(), 1, "the unreadable route keeps its last good content");
+    assert_eq!(c.auth.credentials["password"], "pass-1", "so does the non-UTF-8 class");
+    d.wait_for_log(&format!("{}: cannot list", dir.join("private").display())).await;
+    d.wait_for_log(&format!("{}: cannot read", dir.join("route.yaml").display())).await;
+    d.wait_for_log(&format!("{}: not UTF-8 text", dir.join("gatewayclass.yaml").display())).await;
+    chmod(&dir.join("private"), 0o755);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Out of file descriptors when a file changes: the rescan fails, and is retried once
+/// descriptors are free again, with no other file event to ask for it.
+#[tokio::test]
+async fn a_failed_rescan_is_retried() {
+    let dir = temp_copy_of_quickstart("retry");
+    let d = Daemon::start(&dir).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    assert_eq!(next_config(&mut ws).await.listeners.len(), 2);
+
+    let open_fds = || std::fs::read_dir(format!("/proc/{}/fd", d.pid())).unwrap().count() as u64;
+    let set_limit = |soft: u64| {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: prlimit(2) on our own child, with valid pointers.
+        assert_eq!(unsafe { libc::prlimit(d.pid(), libc::RLIMIT_NOFILE, std::ptr::null(), &mut limit) }, 0);
+        let old = limit.rlim_cur;
+        limit.rlim_cur = soft;
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::prlimit(d.pid(), libc::RLIMIT_NOFILE, &limit, std::ptr::null_mut()) }, 0);
+        old
+    };
+    // Leave the daemon a few descriptors, then take them with idle connections, until it
+    // cannot accept any more.
+    let original = set_limit(open_fds() + 4);
+    let mut hogs = Vec::new();
+    for _ in 0..200 {
+        if d.log_contains("CDS accept failed") {
+            break;
+        }
+        // A full accept queue drops the handshake: the daemon has stopped accepting.
+        match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(&d.addr)).await {
+            Ok(conn) => hogs.push(conn.unwrap()),
+            Err(_) => break,
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.wait_for_log("CDS accept failed").await;
+    add_a_listener(&dir);
+    d.wait_for_log("cannot read the manifest directory").await;
+
+    drop(hogs);
+    set_limit(original);
+    assert_eq!(next_config(&mut ws).await.listeners.len(), 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The directory removed: the last configs stay served, `/readyz` and the log say it is gone;
+/// created again, it is followed again.
+#[tokio::test]
+async fn a_removed_and_recreated_directory_is_followed_again() {
+    let dir = temp_copy_of_quickstart("recreated");
+    let d = Daemon::start_with(&dir, Options { health: true, ..Options::default() }).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    assert_eq!(next_config(&mut ws).await.listeners.len(), 2);
+    let saved: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().into(), std::fs::read(&p).unwrap()))
+        .collect();
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    d.wait_for_log("the manifest directory is gone").await;
+    let (code, why) = d.readyz().await;
+    assert_eq!(code, 503);
+    assert!(why.contains("is gone"), "{why}");
+    assert_no_config(&mut ws).await;
+
+    // Put back whole (an empty directory would mean no objects at all).
+    let staging = dir.with_extension("staging");
+    std::fs::create_dir(&staging).unwrap();
+    for (name, content) in &saved {
+        std::fs::write(staging.join(name), content).unwrap();
+    }
+    std::fs::rename(&staging, &dir).unwrap();
+    d.wait_for_log("the manifest directory is back").await;
+    add_a_listener(&dir);
+    assert_eq!(next_config(&mut ws).await.listeners.len(), 3);
+    assert_eq!(d.readyz().await, (200, "ok".to_string()));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -2,6 +2,8 @@
 //! documents that remember where they came from, with the last good content of each file
 //! kept when an edit breaks it.
 
+use super::depth::{MAX_FLOW_DEPTH, check_flow_depth};
+use super::scan::{self, SkippedDir, Unreadable};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -49,6 +51,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Document>, ParseError> {
     let mut docs = Vec::new();
     for (line, chunk) in split_documents(text) {
         let origin = |offset: usize| Origin { path: path.to_path_buf(), line: line + offset };
+        check_flow_depth(chunk).map_err(|at| ParseError {
+            origin: origin(at - 1),
+            message: format!("nested deeper than {MAX_FLOW_DEPTH} levels; not parsed"),
+        })?;
         let value: Value = serde_yaml_ng::from_str(chunk).map_err(|e| ParseError {
             origin: origin(e.location().map_or(0, |l| l.line().saturating_sub(1))),
             message: e.to_string(),
@@ -135,34 +141,56 @@ pub struct Rescan {
     pub errors: Vec<ParseError>,
     /// Documents skipped in the files that changed.
     pub skipped: Vec<ParseError>,
+    /// Manifest files that could not be read; their last good content was kept.
+    pub unreadable: Vec<(PathBuf, Unreadable)>,
+    /// Subdirectories that could not be walked; the files last read there were kept.
+    pub skipped_dirs: Vec<(PathBuf, SkippedDir)>,
+}
+
+impl Rescan {
+    /// Whether something could not be read for a reason that may go away by itself (e.g. out
+    /// of file descriptors): the rescan is worth repeating without a file event.
+    pub fn incomplete(&self) -> bool {
+        self.unreadable.iter().any(|(_, e)| e.is_transient())
+            || self.skipped_dirs.iter().any(|(_, e)| matches!(e, SkippedDir::Io(_)))
+    }
 }
 
 impl<T> ManifestSet<T> {
     /// Re-reads every manifest under `dir` (recursively); only files whose text changed are
-    /// parsed and decoded again.
+    /// parsed and decoded again. Fails only if `dir` itself cannot be listed.
     pub fn rescan(
         &mut self,
         dir: &Path,
         decode: impl Fn(&Document) -> Result<Decoded<T>, String>,
     ) -> std::io::Result<Rescan> {
-        let mut seen = Vec::new();
-        collect_files(dir, &mut seen)?;
-        let mut result = Rescan::default();
-        for path in &seen {
-            let Ok(text) = std::fs::read_to_string(path) else { continue }; // vanished meanwhile
-            if self.files.get(path).is_some_and(|f| f.text == text) {
+        let listing = scan::list(dir)?;
+        let mut result = Rescan { skipped_dirs: listing.skipped_dirs, ..Rescan::default() };
+        let mut seen = Vec::with_capacity(listing.files.len());
+        for (path, content) in listing.files {
+            seen.push(path.clone());
+            let text = match content {
+                Ok(text) => text,
+                Err(e) => {
+                    result.unreadable.push((path, e));
+                    continue;
+                }
+            };
+            if self.files.get(&path).is_some_and(|f| f.text == text) {
                 continue;
             }
-            match decode_file(path, &text, &decode) {
+            match decode_file(&path, &text, &decode) {
                 Ok((objects, skipped)) => {
                     self.files.insert(path.clone(), FileState { text, objects });
-                    result.changed.push(path.clone());
+                    result.changed.push(path);
                     result.skipped.extend(skipped);
                 }
                 Err(e) => result.errors.push(e),
             }
         }
-        let gone: Vec<PathBuf> = self.files.keys().filter(|p| !seen.contains(p)).cloned().collect();
+        // What a skipped directory held is unknown: its files are not gone.
+        let unknown = |p: &Path| result.skipped_dirs.iter().any(|(d, _)| p.starts_with(d));
+        let gone: Vec<PathBuf> = self.files.keys().filter(|p| !seen.contains(p) && !unknown(p)).cloned().collect();
         for path in gone {
             self.files.remove(&path);
             result.changed.push(path);
@@ -193,21 +221,6 @@ fn decode_file<T>(
         }
     }
     Ok((objects, skipped))
-}
-
-fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(Result::ok).map(|e| e.path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            if !path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
-                collect_files(&path, out)?;
-            }
-        } else if is_manifest(&path) {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

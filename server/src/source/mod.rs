@@ -1,9 +1,12 @@
 //! Where the operator's view of the world comes from: a directory of manifests in
 //! standalone mode ([`files`], built on [`manifests`] and [`watcher`]).
 
+mod depth;
 pub mod files;
 pub mod manifests;
+pub mod owned;
 pub mod run;
+pub mod scan;
 pub mod watcher;
 
 use stunner_gateway::index::{ObjRef, Resource};

@@ -1,0 +1,153 @@
+//! Standalone mode has no API server to store the objects the operator renders for a Gateway
+//! (its Service and Deployment), so they go straight into the index, as if written and watched
+//! back. They are applied the way a server-side apply under one field manager would: the
+//! rendered object is merged into the live one (the one the manifests hold, or the last merge),
+//! so what others set stays, above all the Service's `status.loadBalancer`, which gives the
+//! listeners their public address; and a field the operator set before and no longer renders
+//! is removed.
+//!
+//! Maps merge key by key; lists are replaced as a whole (the renderer already carries over what
+//! it keeps of a live list, such as allocated node ports).
+
+use super::Change;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::render::{Owned, RenderOutput};
+
+/// What the operator last applied to each owned object: the fields it owns.
+#[derive(Debug, Default)]
+pub struct OwnedObjects {
+    last_applied: BTreeMap<ObjRef, Value>,
+}
+
+impl OwnedObjects {
+    /// Applies the owned objects of `output` to `index`; returns what that made dirty (rendered
+    /// in the next pass).
+    pub fn apply(&mut self, index: &mut Index, output: &RenderOutput) -> Dirty {
+        let mut dirty = Dirty::default();
+        for (key, gw) in &output.gateways {
+            let changes = [
+                self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key), Resource::Service),
+                self.change(
+                    index,
+                    &gw.deployment,
+                    Kind::Deployment,
+                    key,
+                    |i| i.deployments().get(key),
+                    Resource::Deployment,
+                ),
+            ];
+            for change in changes.into_iter().flatten() {
+                dirty.merge(match change {
+                    Change::Apply(r) => index.apply(*r),
+                    Change::Delete(r) => index.delete(r.kind, &r.key.namespace, &r.key.name),
+                });
+            }
+        }
+        dirty
+    }
+
+    /// The index change one owned-object decision amounts to; `None` if the index already
+    /// holds the result.
+    fn change<T: Serialize + DeserializeOwned + PartialEq>(
+        &mut self,
+        index: &Index,
+        owned: &Owned<T>,
+        kind: Kind,
+        key: &ObjectKey,
+        live: impl Fn(&Index) -> Option<&T>,
+        wrap: fn(T) -> Resource,
+    ) -> Option<Change> {
+        let r = ObjRef::new(kind, key.clone());
+        match owned {
+            Owned::Apply(desired) => {
+                let live = live(index);
+                let body = serde_json::to_value(desired).expect("a rendered object serializes");
+                let merged = match live {
+                    Some(live) => {
+                        let mut value = serde_json::to_value(live).expect("a stored object serializes");
+                        merge(&mut value, self.last_applied.get(&r), &body);
+                        match serde_json::from_value(value) {
+                            Ok(merged) => merged,
+                            Err(e) => {
+                                // Cannot happen for objects of one type; if it did, the
+                                // rendered object alone is still what the operator asks for.
+                                tracing::warn!(object = %key, error = %e, "cannot merge into the stored object");
+                                serde_json::from_value(body.clone()).expect("a rendered object round-trips")
+                            }
+                        }
+                    }
+                    None => serde_json::from_value(body.clone()).expect("a rendered object round-trips"),
+                };
+                self.last_applied.insert(r, body);
+                (live != Some(&merged)).then(|| Change::Apply(Box::new(wrap(merged))))
+            }
+            Owned::Delete => {
+                self.last_applied.remove(&r);
+                index.contains(&r).then_some(Change::Delete(r))
+            }
+            Owned::Keep => None,
+        }
+    }
+}
+
+/// Merges `desired` into `live`: `desired`'s fields are set, maps merged key by key, and a
+/// field of `last` (what was applied before) that `desired` no longer has is removed.
+fn merge(live: &mut Value, last: Option<&Value>, desired: &Value) {
+    let (Value::Object(live_map), Value::Object(desired_map)) = (&mut *live, desired) else {
+        *live = desired.clone();
+        return;
+    };
+    if let Some(Value::Object(last_map)) = last {
+        for (dropped, was) in last_map.iter().filter(|(k, _)| !desired_map.contains_key(*k)) {
+            // Of a map, only the entries the operator set go; others' entries stay.
+            if let Some(l @ Value::Object(_)) = live_map.get_mut(dropped)
+                && was.is_object()
+            {
+                merge(l, Some(was), &Value::Object(Default::default()));
+                if l.as_object().is_some_and(|m| !m.is_empty()) {
+                    continue;
+                }
+            }
+            live_map.remove(dropped);
+        }
+    }
+    for (k, d) in desired_map {
+        let last = last.and_then(|l| l.get(k));
+        match live_map.get_mut(k) {
+            Some(l) if l.is_object() && d.is_object() => merge(l, last, d),
+            _ => {
+                live_map.insert(k.clone(), d.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merging_keeps_what_others_set_and_drops_what_the_operator_stopped_setting() {
+        let mut live = json!({
+            "metadata": {"name": "gw", "labels": {"team": "a"}, "annotations": {"mine": "1", "theirs": "x"}},
+            "spec": {"clusterIP": "10.0.0.1", "ports": [{"port": 1, "nodePort": 30001}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}},
+        });
+        let last = json!({"metadata": {"name": "gw", "annotations": {"mine": "1"}}, "spec": {"ports": [{"port": 1}]}});
+        let desired = json!({"metadata": {"name": "gw", "labels": {"owner": "op"}}, "spec": {"ports": [{"port": 2}]}});
+        merge(&mut live, Some(&last), &desired);
+        assert_eq!(
+            live,
+            json!({
+                "metadata": {"name": "gw", "labels": {"team": "a", "owner": "op"}, "annotations": {"theirs": "x"}},
+                "spec": {"clusterIP": "10.0.0.1", "ports": [{"port": 2}]},
+                "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}},
+            })
+        );
+    }
+}
