@@ -206,7 +206,12 @@ impl Reconciler {
                     }
                 }
                 Owned::Delete => {
-                    if store.delete(&ConfigId::new(key.namespace.clone(), key.name.clone())) {
+                    // The id the store filed the config under: parsed from its `admin.name`,
+                    // the key as text. Built from the key's parts instead, a namespace holding
+                    // a `/` (no API server allows one) named an id that was never stored, and
+                    // the config was never withdrawn.
+                    let id = ConfigId::parse(&key.to_string());
+                    if id.is_some_and(|id| store.delete(&id)) {
                         tracing::info!(gateway = %key, "config deleted");
                     }
                 }
@@ -428,5 +433,33 @@ mod tests {
         l.send(Input::Changes(quickstart())).await;
         tokio::time::sleep(THROTTLE * 2).await;
         assert!(Arc::ptr_eq(&first, &l.store.get(&id).unwrap()), "the snapshot was not replaced");
+    }
+
+    /// A Gateway whose namespace holds a `/` (only a manifest no API server checked can have
+    /// one) is withdrawn like any other when it goes away.
+    #[tokio::test(start_paused = true)]
+    async fn a_gateway_in_a_namespace_with_a_slash_is_withdrawn_when_deleted() {
+        let l = Loop::start();
+        let moved = |r: Resource| match r {
+            Resource::Gateway(mut gw) => {
+                gw.metadata.namespace = Some("a/b".into());
+                Resource::Gateway(gw)
+            }
+            other => other,
+        };
+        let changes = quickstart().into_iter().map(|c| match c {
+            Change::Apply(r) => Change::Apply(Box::new(moved(*r))),
+            other => other,
+        });
+        l.send(Input::Changes(changes.collect())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        let served =
+            || l.store.list(&crate::cds::Scope::All).iter().map(|s| s.config.admin.name.clone()).collect::<Vec<_>>();
+        assert_eq!(served(), ["a/b/udp-gateway"]);
+        let gone = ObjRef::new(Kind::Gateway, ObjectKey::new("a/b", "udp-gateway"));
+        l.send(Input::Changes(vec![Change::Delete(gone)])).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert!(served().is_empty(), "still served: {:?}", served());
     }
 }
