@@ -166,6 +166,61 @@ async fn statuses_are_logged_and_served() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// What an API server would refuse (issue #15: ports out of range, huge or path-like names,
+/// a namespace with a `/`) is reported at WARN with its file and line and never served; the
+/// valid objects beside it are.
+#[tokio::test]
+async fn objects_an_api_server_would_refuse_are_reported_and_never_served() {
+    let dir = temp_copy_of_quickstart("invalid");
+    let gateway = |name: &str, namespace: &str, listener: &str, port: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  namespace: {namespace}\n\
+             spec:\n  gatewayClassName: stunner-gatewayclass\n  listeners:\n  - name: {listener}\n    port: {port}\n    protocol: UDP\n"
+        )
+    };
+    let huge = "l".repeat(64 * 1024);
+    let docs = [
+        gateway("high-port", "stunner", "udp", "70000"),
+        gateway("negative-port", "stunner", "udp", "-1"),
+        gateway("huge-listener", "stunner", &huge, "3478"),
+        gateway("a/b", "stunner", "udp", "3478"),
+        gateway("../x", "stunner", "udp", "3478"),
+        gateway("slashed", "a/b", "udp", "3478"),
+        gateway("good", "stunner", "udp", "3479"),
+    ];
+    std::fs::write(dir.join("invalid.yaml"), docs.join("---\n")).unwrap();
+    let d = Daemon::start(&dir).await;
+    let mut all = watch(&d, "/api/v1/configs?watch=true").await;
+    let mut names = std::collections::BTreeSet::new();
+    while names.len() < 2 {
+        names.insert(next_config(&mut all).await.admin.name);
+    }
+    assert_eq!(names.into_iter().collect::<Vec<_>>(), ["stunner/good", "stunner/udp-gateway"]);
+    let file = dir.join("invalid.yaml");
+    for (doc, field) in [
+        (0, "spec.listeners[0].port"),
+        (1, "spec.listeners[0].port"),
+        (2, "spec.listeners[0].name"),
+        (3, "metadata.name"),
+        (4, "metadata.name"),
+        (5, "metadata.namespace"),
+    ] {
+        let line = 1 + doc * 12;
+        d.wait_for_log(&format!("{}:{line}: rejected: Gateway", file.display())).await;
+        let log = d.log.lock().unwrap();
+        let entry = log.iter().find(|l| l.contains(&format!("invalid.yaml:{line}:"))).unwrap();
+        assert!(entry.contains(" WARN ") && entry.contains(field), "{entry}");
+        assert!(entry.len() < 1000, "values are cut short in the log: {} bytes", entry.len());
+    }
+    // The slashed namespace was never served, so its file going away withdraws nothing else.
+    std::fs::remove_file(&file).unwrap();
+    let c = next_config(&mut all).await;
+    assert_eq!(c.admin.name, "stunner/good");
+    assert!(c.normalized().unwrap().is_deleted(), "{c:?}");
+    assert_no_config(&mut all).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The workspace's `stunnerctl`, built next to the daemon by `cargo test --workspace`.
 fn stunnerctl() -> PathBuf {
     let bin = Path::new(env!("CARGO_BIN_EXE_stunner-gateway-operator")).with_file_name("stunnerctl");
