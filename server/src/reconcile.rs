@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
 use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
-use stunner_gateway::render::{Owned, RenderOutput, RenderSettings, render};
+use stunner_gateway::render::{InvalidConfig, Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
 
 /// What sources tell the render loop.
@@ -218,7 +218,13 @@ impl Reconciler {
                 Owned::Keep => {}
             }
             if let Some(status) = gw.status {
-                self.show_status("gateway.networking.k8s.io/v1", "Gateway", &key.namespace, &key.name, &status);
+                let changed =
+                    self.show_status("gateway.networking.k8s.io/v1", "Gateway", &key.namespace, &key.name, &status);
+                // Said once per change, like the status line, but at WARN with what to fix.
+                if let Some(invalid) = output.invalid_configs.get(&key).filter(|_| changed) {
+                    let InvalidConfig { config, field, message } = invalid;
+                    tracing::warn!(gateway = %key, gateway_config = %config, field, "invalid GatewayConfig {config}: {field}: {message}; the Gateway is withdrawn");
+                }
             }
         }
         for (r, status) in output.routes {
@@ -230,8 +236,15 @@ impl Reconciler {
         }
     }
 
-    /// Records a status for people to read, and logs it when it changed.
-    fn show_status(&self, api_version: &str, kind: &str, namespace: &str, name: &str, status: &impl serde::Serialize) {
+    /// Records a status for people to read, and logs it when it changed; returns whether it did.
+    fn show_status(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        status: &impl serde::Serialize,
+    ) -> bool {
         let entry = ObjectStatus {
             api_version: api_version.into(),
             kind: kind.into(),
@@ -240,10 +253,12 @@ impl Reconciler {
             status: serde_json::to_value(status).unwrap_or_default(),
         };
         let summary = condition_summary(&entry);
-        if self.outputs.statuses.set(entry) {
+        let changed = self.outputs.statuses.set(entry);
+        if changed {
             let object = if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") };
             tracing::info!("{kind} {object}: {summary}");
         }
+        changed
     }
 
     fn forget_status(&self, r: &ObjRef) {

@@ -221,6 +221,37 @@ async fn objects_an_api_server_would_refuse_are_reported_and_never_served() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// An invalid GatewayConfig withdraws its class's Gateways (as upstream) and says so at WARN,
+/// naming the field: from the render when an API server would have let it in (`plaintextt`
+/// passes the CRD's pattern), from the loader with file and line when it would not (`statik`).
+#[tokio::test]
+async fn an_invalid_gateway_config_is_a_warning_naming_the_field() {
+    let dir = temp_copy_of_quickstart("invalid-config");
+    let d = Daemon::start(&dir).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    assert_eq!(next_config(&mut ws).await.auth.auth_type, "static");
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", "authType: plaintextt")).unwrap();
+    let c = next_config(&mut ws).await;
+    assert!(c.normalized().unwrap().is_deleted(), "withdrawn: {c:?}");
+    let warning = "invalid GatewayConfig stunner/stunner-gatewayconfig: spec.authType: invalid authentication type";
+    d.wait_for_log(warning).await;
+    assert!(d.log.lock().unwrap().iter().any(|l| l.contains(warning) && l.contains(" WARN ")));
+
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", "authType: statik")).unwrap();
+    let rejected = format!("{}:16: rejected: GatewayConfig", dir.join("gatewayclass.yaml").display());
+    d.wait_for_log(&rejected).await;
+    let log = d.log.lock().unwrap().clone();
+    let line = log.iter().find(|l| l.contains(&rejected)).unwrap();
+    assert!(line.contains(" WARN ") && line.contains(r#"spec.authType: Invalid value: "statik""#), "{line}");
+    assert_no_config(&mut ws).await;
+
+    std::fs::write(dir.join("gatewayclass.yaml"), &class).unwrap();
+    assert_eq!(next_config(&mut ws).await.auth.auth_type, "static");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The workspace's `stunnerctl`, built next to the daemon by `cargo test --workspace`.
 fn stunnerctl() -> PathBuf {
     let bin = Path::new(env!("CARGO_BIN_EXE_stunner-gateway-operator")).with_file_name("stunnerctl");
