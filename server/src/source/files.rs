@@ -207,6 +207,11 @@ mod tests {
         std::fs::write(dir.join("gw.yaml"), file.replace("70000", "3479")).unwrap();
         let (_, changes) = src.rescan().unwrap();
         assert_eq!(summary(&changes), ["apply Gateway default/gw-port"]);
+        // Broken by an edit: withdrawn (an API server would keep the last accepted version).
+        std::fs::write(dir.join("gw.yaml"), file.replace("70000", "-1")).unwrap();
+        let (report, changes) = src.rescan().unwrap();
+        assert_eq!(summary(&changes), ["delete Gateway default/gw-port"]);
+        assert!(report.skipped[0].message.contains("spec.listeners[0].port: Invalid value: -1"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
