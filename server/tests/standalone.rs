@@ -240,7 +240,9 @@ async fn an_invalid_gateway_config_is_a_warning_naming_the_field() {
     assert!(d.log.lock().unwrap().iter().any(|l| l.contains(warning) && l.contains(" WARN ")));
 
     std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", "authType: statik")).unwrap();
-    let rejected = format!("{}:16: rejected: GatewayConfig", dir.join("gatewayclass.yaml").display());
+    // The document starts at its `apiVersion`, the line before its `kind`.
+    let line = class.lines().position(|l| l == "kind: GatewayConfig").unwrap();
+    let rejected = format!("{}:{line}: rejected: GatewayConfig", dir.join("gatewayclass.yaml").display());
     d.wait_for_log(&rejected).await;
     let log = d.log.lock().unwrap().clone();
     let line = log.iter().find(|l| l.contains(&rejected)).unwrap();
