@@ -7,6 +7,7 @@
 //! - [`keys`]: well-known label and annotation keys.
 //! - [`proto`]: the messages of the gRPC config discovery API (cds.proto).
 //! - [`resources`]: the Kubernetes resources: STUNner's CRD types, the Gateway API types consumed, the CRDs.
+//! - [`validate`]: manifests checked as the API server would (CRD schemas, metadata rules), for standalone mode.
 
 pub mod cds;
 pub mod config;
@@ -15,3 +16,4 @@ pub mod keys;
 pub mod proto;
 pub mod render;
 pub mod resources;
+pub mod validate;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey};
-use stunner_gateway::render::{Owned, RenderOutput, RenderSettings, render};
+use stunner_gateway::render::{InvalidConfig, Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
 
 /// What sources tell the render loop.
@@ -243,14 +243,25 @@ impl Reconciler {
                     if let Some(wait) = &mut self.service_wait {
                         wait.forget(&key);
                     }
-                    if self.outputs.store.delete(&ConfigId::new(key.namespace.clone(), key.name.clone())) {
+                    // The id the store filed the config under: parsed from its `admin.name`,
+                    // the key as text. Built from the key's parts instead, a namespace holding
+                    // a `/` (no API server allows one) named an id that was never stored, and
+                    // the config was never withdrawn.
+                    let id = ConfigId::parse(&key.to_string());
+                    if id.is_some_and(|id| self.outputs.store.delete(&id)) {
                         tracing::info!(gateway = %key, "config deleted");
                     }
                 }
                 Owned::Keep => {}
             }
             if let Some(status) = gw.status {
-                self.show_status("gateway.networking.k8s.io/v1", "Gateway", &key.namespace, &key.name, &status);
+                let changed =
+                    self.show_status("gateway.networking.k8s.io/v1", "Gateway", &key.namespace, &key.name, &status);
+                // Said once per change, like the status line, but at WARN with what to fix.
+                if let Some(invalid) = output.invalid_configs.get(&key).filter(|_| changed) {
+                    let InvalidConfig { config, field, message } = invalid;
+                    tracing::warn!(gateway = %key, gateway_config = %config, field, "invalid GatewayConfig {config}: {field}: {message}; the Gateway is withdrawn");
+                }
             }
         }
         for (r, status) in output.routes {
@@ -277,8 +288,15 @@ impl Reconciler {
         }
     }
 
-    /// Records a status for people to read, and logs it when it changed.
-    fn show_status(&self, api_version: &str, kind: &str, namespace: &str, name: &str, status: &impl serde::Serialize) {
+    /// Records a status for people to read, and logs it when it changed; returns whether it did.
+    fn show_status(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        status: &impl serde::Serialize,
+    ) -> bool {
         let entry = ObjectStatus {
             api_version: api_version.into(),
             kind: kind.into(),
@@ -287,10 +305,12 @@ impl Reconciler {
             status: serde_json::to_value(status).unwrap_or_default(),
         };
         let summary = condition_summary(&entry);
-        if self.outputs.statuses.set(entry) {
+        let changed = self.outputs.statuses.set(entry);
+        if changed {
             let object = if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") };
             tracing::info!("{kind} {object}: {summary}");
         }
+        changed
     }
 
     fn forget_status(&self, r: &ObjRef) {
@@ -318,6 +338,7 @@ fn supersede(settled: &mut RenderOutput, later: RenderOutput) {
     settled.config_maps.extend(later.config_maps);
     settled.routes.extend(later.routes);
     settled.classes.extend(later.classes);
+    settled.invalid_configs.extend(later.invalid_configs);
 }
 
 /// The API version of a route kind and its kind name.
@@ -351,7 +372,7 @@ mod tests {
     use super::*;
     use crate::cds::CdsMetrics;
     use crate::metrics::ReconcileLabels;
-    use stunner_gateway::index::decode_manifests;
+    use stunner_gateway::index::{Resource, decode_manifests};
 
     const THROTTLE: Duration = Duration::from_millis(250);
 
@@ -618,5 +639,33 @@ mod tests {
         l.send(realm("other")).await;
         tokio::time::sleep(THROTTLE * 2).await;
         assert_eq!(l.realm().as_deref(), Some("other"), "no second wait for the same Service");
+    }
+
+    /// A Gateway whose namespace holds a `/` (only a manifest no API server checked can have
+    /// one) is withdrawn like any other when it goes away.
+    #[tokio::test(start_paused = true)]
+    async fn a_gateway_in_a_namespace_with_a_slash_is_withdrawn_when_deleted() {
+        let l = Loop::start();
+        let moved = |r: Resource| match r {
+            Resource::Gateway(mut gw) => {
+                gw.metadata.namespace = Some("a/b".into());
+                Resource::Gateway(gw)
+            }
+            other => other,
+        };
+        let changes = quickstart().into_iter().map(|c| match c {
+            Change::Apply(r) => Change::Apply(Box::new(moved(*r))),
+            other => other,
+        });
+        l.send(Input::Changes(changes.collect())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        let served =
+            || l.sink.store.list(&crate::cds::Scope::All).iter().map(|s| s.config.admin.name.clone()).collect::<Vec<_>>();
+        assert_eq!(served(), ["a/b/udp-gateway"]);
+        let gone = ObjRef::new(Kind::Gateway, ObjectKey::new("a/b", "udp-gateway"));
+        l.send(Input::Changes(vec![Change::Delete(gone)])).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert!(served().is_empty(), "still served: {:?}", served());
     }
 }

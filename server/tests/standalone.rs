@@ -203,6 +203,94 @@ async fn statuses_are_logged_and_served() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// What an API server would refuse (issue #15: ports out of range, huge or path-like names,
+/// a namespace with a `/`) is reported at WARN with its file and line and never served; the
+/// valid objects beside it are.
+#[tokio::test]
+async fn objects_an_api_server_would_refuse_are_reported_and_never_served() {
+    let dir = temp_copy_of_quickstart("invalid");
+    let gateway = |name: &str, namespace: &str, listener: &str, port: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  namespace: {namespace}\n\
+             spec:\n  gatewayClassName: stunner-gatewayclass\n  listeners:\n  - name: {listener}\n    port: {port}\n    protocol: UDP\n"
+        )
+    };
+    let huge = "l".repeat(64 * 1024);
+    let docs = [
+        gateway("high-port", "stunner", "udp", "70000"),
+        gateway("negative-port", "stunner", "udp", "-1"),
+        gateway("huge-listener", "stunner", &huge, "3478"),
+        gateway("a/b", "stunner", "udp", "3478"),
+        gateway("../x", "stunner", "udp", "3478"),
+        gateway("slashed", "a/b", "udp", "3478"),
+        gateway("good", "stunner", "udp", "3479"),
+    ];
+    std::fs::write(dir.join("invalid.yaml"), docs.join("---\n")).unwrap();
+    let d = Daemon::start(&dir).await;
+    let mut all = watch(&d, "/api/v1/configs?watch=true").await;
+    let mut names = std::collections::BTreeSet::new();
+    while names.len() < 2 {
+        names.insert(next_config(&mut all).await.admin.name);
+    }
+    assert_eq!(names.into_iter().collect::<Vec<_>>(), ["stunner/good", "stunner/udp-gateway"]);
+    let file = dir.join("invalid.yaml");
+    for (doc, field) in [
+        (0, "spec.listeners[0].port"),
+        (1, "spec.listeners[0].port"),
+        (2, "spec.listeners[0].name"),
+        (3, "metadata.name"),
+        (4, "metadata.name"),
+        (5, "metadata.namespace"),
+    ] {
+        let line = 1 + doc * 12;
+        d.wait_for_log(&format!("{}:{line}: rejected: Gateway", file.display())).await;
+        let log = d.log.lock().unwrap();
+        let entry = log.iter().find(|l| l.contains(&format!("invalid.yaml:{line}:"))).unwrap();
+        assert!(entry.contains(" WARN ") && entry.contains(field), "{entry}");
+        assert!(entry.len() < 1000, "values are cut short in the log: {} bytes", entry.len());
+    }
+    // The slashed namespace was never served, so its file going away withdraws nothing else.
+    std::fs::remove_file(&file).unwrap();
+    let c = next_config(&mut all).await;
+    assert_eq!(c.admin.name, "stunner/good");
+    assert!(c.normalized().unwrap().is_deleted(), "{c:?}");
+    assert_no_config(&mut all).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An invalid GatewayConfig withdraws its class's Gateways (as upstream) and says so at WARN,
+/// naming the field: from the render when an API server would have let it in (`plaintextt`
+/// passes the CRD's pattern), from the loader with file and line when it would not (`statik`).
+#[tokio::test]
+async fn an_invalid_gateway_config_is_a_warning_naming_the_field() {
+    let dir = temp_copy_of_quickstart("invalid-config");
+    let d = Daemon::start(&dir).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    assert_eq!(next_config(&mut ws).await.auth.auth_type, "static");
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", "authType: plaintextt")).unwrap();
+    let c = next_config(&mut ws).await;
+    assert!(c.normalized().unwrap().is_deleted(), "withdrawn: {c:?}");
+    let warning = "invalid GatewayConfig stunner/stunner-gatewayconfig: spec.authType: invalid authentication type";
+    d.wait_for_log(warning).await;
+    assert!(d.log.lock().unwrap().iter().any(|l| l.contains(warning) && l.contains(" WARN ")));
+
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", "authType: statik")).unwrap();
+    // The document starts at its `apiVersion`, the line before its `kind`.
+    let line = class.lines().position(|l| l == "kind: GatewayConfig").unwrap();
+    let rejected = format!("{}:{line}: rejected: GatewayConfig", dir.join("gatewayclass.yaml").display());
+    d.wait_for_log(&rejected).await;
+    let log = d.log.lock().unwrap().clone();
+    let line = log.iter().find(|l| l.contains(&rejected)).unwrap();
+    assert!(line.contains(" WARN ") && line.contains(r#"spec.authType: Invalid value: "statik""#), "{line}");
+    assert_no_config(&mut ws).await;
+
+    std::fs::write(dir.join("gatewayclass.yaml"), &class).unwrap();
+    assert_eq!(next_config(&mut ws).await.auth.auth_type, "static");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The workspace's `stunnerctl`, built next to the daemon by `cargo test --workspace`.
 fn stunnerctl() -> PathBuf {
     let bin = Path::new(env!("CARGO_BIN_EXE_stunner-gateway-operator")).with_file_name("stunnerctl");
@@ -375,6 +463,8 @@ async fn out_of_file_descriptors_new_clients_get_a_503_and_the_log_stays_short()
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(served, "never served again after the watches closed");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
 
 /// The quickstart with its Gateway published by a LoadBalancer Service that the manifests
 /// hold with an address, as a cloud would give it: the Gateway has no `spec.addresses`, so its

@@ -3,7 +3,7 @@
 use super::error::{Reason, RenderError};
 use crate::config::{AuthConfig, AuthType, DEFAULT_REALM};
 use crate::index::{Index, ObjectKey};
-use crate::resources::GatewayConfig;
+use crate::resources::{GatewayConfig, SecretObjectReference};
 use std::collections::BTreeMap;
 
 /// Upstream's aliases, matched case-sensitively; absent means `static`.
@@ -46,28 +46,17 @@ pub fn render(index: &Index, config: &GatewayConfig) -> Result<AuthConfig, Rende
     let spec = &config.spec;
     let (t, creds) = match &spec.auth_ref {
         None => {
-            let t = auth_type(spec.auth_type.as_deref())?;
+            let t = auth_type(spec.auth_type.as_deref()).map_err(|e| e.at("spec.authType"))?;
             let inline = |k: &str| match k {
                 "username" => spec.username.clone(),
                 "password" => spec.password.clone(),
                 _ => spec.shared_secret.clone(),
             };
-            (t, credentials(t, inline, &["secret"])?)
+            let fields = if t == AuthType::Ephemeral { "spec.sharedSecret" } else { "spec.userName, spec.password" };
+            (t, credentials(t, inline, &["secret"]).map_err(|e| e.at(fields))?)
         }
-        Some(r) => {
-            let not_found = || RenderError::new(Reason::ExternalAuthCredentialsNotFound);
-            let group_ok = matches!(r.group.as_deref(), None | Some("" | "v1"));
-            let kind_ok = r.kind.as_deref().is_none_or(|k| k == "Secret");
-            if !group_ok || !kind_ok {
-                return Err(not_found());
-            }
-            let ns = r.namespace.clone().or_else(|| config.metadata.namespace.clone()).unwrap_or_default();
-            let secret = index.secrets().get(&ObjectKey::new(ns, &r.name)).ok_or_else(not_found)?;
-            let data = secret.data.clone().unwrap_or_default();
-            let get = |k: &str| data.get(k).map(|v| String::from_utf8_lossy(&v.0).into_owned());
-            let t = auth_type(get("type").as_deref())?;
-            (t, credentials(t, get, &["secret", "sharedSecret"])?)
-        }
+        // Whatever is wrong comes from the referenced Secret.
+        Some(r) => from_secret(index, config, r).map_err(|e| e.at("spec.authRef"))?,
     };
     let mut auth = AuthConfig {
         auth_type: t.as_str().into(),
@@ -76,4 +65,24 @@ pub fn render(index: &Index, config: &GatewayConfig) -> Result<AuthConfig, Rende
     };
     auth.validate().map_err(|_| RenderError::new(Reason::InvalidAuthConfig))?;
     Ok(auth)
+}
+
+/// The type and credentials from the `authRef` Secret.
+fn from_secret(
+    index: &Index,
+    config: &GatewayConfig,
+    r: &SecretObjectReference,
+) -> Result<(AuthType, BTreeMap<String, String>), RenderError> {
+    let not_found = || RenderError::new(Reason::ExternalAuthCredentialsNotFound);
+    let group_ok = matches!(r.group.as_deref(), None | Some("" | "v1"));
+    let kind_ok = r.kind.as_deref().is_none_or(|k| k == "Secret");
+    if !group_ok || !kind_ok {
+        return Err(not_found());
+    }
+    let ns = r.namespace.clone().or_else(|| config.metadata.namespace.clone()).unwrap_or_default();
+    let secret = index.secrets().get(&ObjectKey::new(ns, &r.name)).ok_or_else(not_found)?;
+    let data = secret.data.clone().unwrap_or_default();
+    let get = |k: &str| data.get(k).map(|v| String::from_utf8_lossy(&v.0).into_owned());
+    let t = auth_type(get("type").as_deref())?;
+    Ok((t, credentials(t, get, &["secret", "sharedSecret"])?))
 }

@@ -48,7 +48,9 @@ pub fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> C
             let name = config.spec.dataplane.as_deref().unwrap_or(DEFAULT_DATAPLANE);
             match index.dataplanes().get(&ObjectKey::cluster(name)) {
                 Some(dp) => Some(dp),
-                None => return ClassState::Invalid(class, RenderError::new(Reason::InvalidDataplane)),
+                None => {
+                    return ClassState::Invalid(class, RenderError::new(Reason::InvalidDataplane).at("spec.dataplane"));
+                }
             }
         }
     };

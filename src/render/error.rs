@@ -78,22 +78,35 @@ impl Reason {
 pub struct RenderError {
     pub reason: Reason,
     message: String,
+    field: Option<&'static str>,
 }
 
 impl RenderError {
     pub fn new(reason: Reason) -> Self {
-        RenderError { reason, message: reason.text().into() }
+        RenderError { reason, message: reason.text().into(), field: None }
     }
 
     /// Upstream's text for a class whose GatewayConfig is missing.
     pub fn missing_gateway_config(key: &impl fmt::Display) -> Self {
-        RenderError { reason: Reason::MissingGatewayConfig, message: format!("No GatewayConfig found for name: {key}") }
+        let message = format!("No GatewayConfig found for name: {key}");
+        RenderError { reason: Reason::MissingGatewayConfig, message, field: None }
+    }
+
+    /// The same error, blamed on a field of the GatewayConfig (`spec.authType`): what a
+    /// person must fix, which the status text (upstream's) does not say.
+    pub fn at(self, field: &'static str) -> Self {
+        RenderError { field: Some(field), ..self }
+    }
+
+    /// The GatewayConfig field at fault, when the error is one of a GatewayConfig's content.
+    pub fn field(&self) -> Option<&'static str> {
+        self.field
     }
 }
 
 impl From<ConfigError> for RenderError {
     fn from(e: ConfigError) -> Self {
-        RenderError { reason: Reason::Validation, message: e.0 }
+        RenderError { reason: Reason::Validation, message: e.0, field: None }
     }
 }
 

@@ -27,11 +27,11 @@ pub use service::parse_port_map;
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
 
 use crate::config::{API_VERSION, StunnerConfig};
-use crate::index::{Dirty, Index, Kind, ObjRef, ObjectKey, parent_gateway};
+use crate::index::{Dirty, Index, Kind, ObjRef, ObjectKey, class_config, parent_gateway};
 use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE};
 use crate::resources::UdpRouteStatus;
 use class::ClassState;
-use gateway_api::gatewayclasses::GatewayClassStatus;
+use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
 use gateway_api::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -106,6 +106,24 @@ pub struct RenderOutput {
     pub routes: BTreeMap<ObjRef, UdpRouteStatus>,
     /// New statuses of GatewayClasses, by name.
     pub classes: BTreeMap<String, GatewayClassStatus>,
+    /// The rendered Gateways withdrawn for a fault in their class's GatewayConfig, by Gateway.
+    pub invalid_configs: BTreeMap<ObjectKey, InvalidConfig>,
+}
+
+/// A fault in a GatewayConfig that withdraws every Gateway of its class (as upstream): which
+/// GatewayConfig, the field to fix, and the error the Gateway's status shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidConfig {
+    pub config: ObjectKey,
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl InvalidConfig {
+    /// `e` as a fault of `class`'s GatewayConfig, if it is one.
+    fn of(class: &GatewayClass, e: &RenderError) -> Option<Self> {
+        Some(InvalidConfig { config: class_config(class)?, field: e.field()?, message: e.to_string() })
+    }
 }
 
 /// Renders everything in the index.
@@ -135,7 +153,8 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
     match settings.dataplane_mode {
         DataplaneMode::Managed => {
             for key in &dirty.gateways {
-                out.gateways.insert(key.clone(), managed_gateway(index, key, settings, now));
+                let gateway = managed_gateway(index, key, settings, now, &mut out.invalid_configs);
+                out.gateways.insert(key.clone(), gateway);
             }
         }
         DataplaneMode::Legacy => {
@@ -144,6 +163,10 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
                 of_gateways.map(|gw| gw.spec.gateway_class_name.clone()).chain(classes.iter().cloned()).collect();
             for name in names {
                 let rendered = legacy::render_class(index, &name, settings, now);
+                let class = index.gateway_classes().get(&ObjectKey::cluster(&name));
+                if let Some(invalid) = class.zip(rendered.error.as_ref()).and_then(|(c, e)| InvalidConfig::of(c, e)) {
+                    out.invalid_configs.extend(rendered.gateways.keys().map(|k| (k.clone(), invalid.clone())));
+                }
                 out.gateways.extend(rendered.gateways);
                 out.config_maps.extend(rendered.config_map);
                 if let Some(e) = rendered.error {
@@ -184,20 +207,29 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
     out
 }
 
-/// Managed mode: one config, Service and Deployment per Gateway.
-fn managed_gateway(index: &Index, key: &ObjectKey, settings: &RenderSettings, now: &Time) -> GatewayOutput {
-    let Some(gw) = index.gateways().get(key) else {
-        return GatewayOutput::removed(index, key, Owned::Delete, settings);
+/// Managed mode: one config, Service and Deployment per Gateway. A Gateway withdrawn for its
+/// GatewayConfig's fault is also listed in `invalid_configs`.
+fn managed_gateway(
+    index: &Index,
+    key: &ObjectKey,
+    settings: &RenderSettings,
+    now: &Time,
+    invalid_configs: &mut BTreeMap<ObjectKey, InvalidConfig>,
+) -> GatewayOutput {
+    let Some(gw) = index.gateways().get(key) else { return GatewayOutput::removed(index, key, Owned::Delete, settings) };
+    let mut withdrawn = |class: &GatewayClass, e: &RenderError| {
+        invalid_configs.extend(InvalidConfig::of(class, e).map(|c| (key.clone(), c)));
+        invalidated(gw, e, settings, now)
     };
     let ready = match class::resolve(index, &gw.spec.gateway_class_name, settings) {
         ClassState::NotOurs => return GatewayOutput::removed(index, key, Owned::Delete, settings),
-        ClassState::Invalid(_, e) => return invalidated(gw, &e, settings, now),
+        ClassState::Invalid(class, e) => return withdrawn(class, &e),
         ClassState::Ready(c) => c,
     };
     let header = admin::render(&ready, key.to_string()).and_then(|a| Ok((a, auth::render(index, ready.config)?)));
     let (admin, auth) = match header {
         Ok(h) => h,
-        Err(e) => return invalidated(gw, &e, settings, now),
+        Err(e) => return withdrawn(ready.class, &e),
     };
     let rendered = gateway::render(index, key, gw, &ready, settings, now);
     let config = StunnerConfig {

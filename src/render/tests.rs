@@ -370,3 +370,43 @@ fn only_the_operator_that_made_a_dataplane_deletes_it() {
     let after_move = &render_all(&index, &ours, &now()).gateways[&ObjectKey::new("ns", "gw")];
     assert_eq!((&after_move.service, &after_move.deployment), (&Owned::Delete, &Owned::Delete));
 }
+
+/// An invalid GatewayConfig withdraws every Gateway of its class, as upstream, and says which
+/// field is at fault (`plaintextt` passes the CRD's pattern, so an API server lets it in).
+#[test]
+fn an_invalid_gateway_config_withdraws_every_gateway_of_its_class_naming_the_field() {
+    let config = |spec: &str| BASE.replace("spec: {userName: u, password: p}", spec);
+    let invalid = |field: &'static str, message: &str| InvalidConfig {
+        config: ObjectKey::new("ns", "config"),
+        field,
+        message: message.into(),
+    };
+    let gateways = [ObjectKey::new("ns", "gw"), ObjectKey::new("ns", "gw-2")];
+    for (spec, field, message) in [
+        ("spec: {authType: plaintextt, userName: u, password: p}", "spec.authType", "invalid authentication type"),
+        (
+            "spec: {userName: u}",
+            "spec.userName, spec.password",
+            "missing username and/or password for plaintext authentication",
+        ),
+        ("spec: {authType: longterm}", "spec.sharedSecret", "missing shared-secret for longterm authentication"),
+        ("spec: {authRef: {name: nope}}", "spec.authRef", "missing or invalid external authentication credentials"),
+        (
+            "spec: {dataplane: nope, userName: u, password: p}",
+            "spec.dataplane",
+            "missing Dataplane resource for Gateway",
+        ),
+    ] {
+        let out = render_all(&index_of(&config(spec)), &RenderSettings::default(), &now());
+        for gw in &gateways {
+            assert_eq!(out.gateways[gw].config, Owned::Delete, "{spec}");
+            assert_eq!(out.invalid_configs.get(gw), Some(&invalid(field, message)), "{spec}");
+        }
+        let settings = RenderSettings { dataplane_mode: DataplaneMode::Legacy, ..Default::default() };
+        let legacy = render_all(&index_of(&config(spec)), &settings, &now());
+        let expected = if field == "spec.dataplane" { None } else { Some(invalid(field, message)) };
+        assert_eq!(legacy.invalid_configs.get(&gateways[0]), expected.as_ref(), "legacy: {spec}");
+    }
+    let out = render_all(&index_of(BASE), &RenderSettings::default(), &now());
+    assert!(out.invalid_configs.is_empty());
+}

@@ -66,6 +66,10 @@ impl FileSource {
 }
 
 fn decode(doc: &Document) -> Result<Decoded<Resource>, String> {
+    // What an API server would refuse is never served; the file's other objects are.
+    if let Err(invalid) = stunner_gateway::validate::validate(&doc.value) {
+        return Ok(Decoded::Skip(format!("rejected: {invalid}")));
+    }
     let resource = match decode_value(doc.value.clone()) {
         Ok(r) => r,
         Err(e) if e.is_unknown_kind() => return Ok(Decoded::Skip(format!("skipped: {e}"))),
@@ -171,6 +175,44 @@ mod tests {
         assert_ne!(other.meta().uid.as_deref(), Some(uid.as_str()));
         let Ok(Decoded::Object(class)) = decode(&doc(CLASS)) else { panic!() };
         assert_eq!(class.meta().namespace, None, "cluster-scoped objects stay without a namespace");
+    }
+
+    #[test]
+    fn invalid_objects_are_rejected_with_their_line_and_spare_the_rest_of_the_file() {
+        let dir = std::env::temp_dir().join(format!("files-source-invalid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad_port = GATEWAY.replace("name: gw", "name: gw-port").replace("3478", "70000");
+        let bad_name = GATEWAY.replace("name: gw", "name: ../x");
+        let bad_namespace = GATEWAY.replace("name: gw", "name: gw\n  namespace: a/b");
+        let file = format!("{GATEWAY}---\n{bad_port}---\n{bad_name}---\n{bad_namespace}");
+        std::fs::write(dir.join("gw.yaml"), &file).unwrap();
+        let mut src = FileSource::new(&dir).unwrap();
+        let (report, changes) = src.rescan().unwrap();
+        assert_eq!(summary(&changes), ["apply Gateway default/gw"], "only the valid object is served");
+        let rejected: Vec<(usize, &str)> = report.skipped.iter().map(|e| (e.origin.line, e.message.as_str())).collect();
+        assert_eq!(rejected.len(), 3, "{rejected:?}");
+        let [(l1, m1), (l2, m2), (l3, m3)] = rejected[..] else { unreachable!() };
+        assert_eq!((l1, l2, l3), (12, 23, 34));
+        assert!(m1.contains("spec.listeners[0].port: Invalid value: 70000"), "{m1}");
+        assert!(m2.contains(r#"metadata.name: Invalid value: "../x""#), "{m2}");
+        assert!(m3.contains(r#"metadata.namespace: Invalid value: "a/b""#), "{m3}");
+        assert!(
+            report.skipped[0]
+                .to_string()
+                .starts_with(&format!("{}:12: rejected: Gateway", dir.join("gw.yaml").display()))
+        );
+
+        // Fixed in place: served from the next rescan on.
+        std::fs::write(dir.join("gw.yaml"), file.replace("70000", "3479")).unwrap();
+        let (_, changes) = src.rescan().unwrap();
+        assert_eq!(summary(&changes), ["apply Gateway default/gw-port"]);
+        // Broken by an edit: withdrawn (an API server would keep the last accepted version).
+        std::fs::write(dir.join("gw.yaml"), file.replace("70000", "-1")).unwrap();
+        let (report, changes) = src.rescan().unwrap();
+        assert_eq!(summary(&changes), ["delete Gateway default/gw-port"]);
+        assert!(report.skipped[0].message.contains("spec.listeners[0].port: Invalid value: -1"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
