@@ -154,6 +154,9 @@ type node struct {
 
 func (n *node) bringUp(ctx context.Context, stopped <-chan string, images, cniBinDir string, readyTimeout time.Duration) (*nodeFacts, error) {
 	n.failed = make(chan error, 8)
+	if err := recordMissingDirs(n.work); err != nil {
+		return nil, err
+	}
 	if err := setUpNetwork(n.work); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}

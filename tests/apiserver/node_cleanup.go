@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,7 +32,8 @@ func cleanUp(work, self string, log func(string, ...any)) {
 	}
 	tearDownNetwork(work, log)
 	removeKubepodsCgroups(log)
-	removeLinksInto("/var/log/containers", work, log)
+	removeLinksInto(containerLogLinks, work, log)
+	removeCreatedDirs(work, log)
 	if err := os.RemoveAll(work); err != nil {
 		log("removing %s: %v", work, err)
 	}
@@ -192,6 +194,36 @@ func removeLinksInto(dir, target string, log func(string, ...any)) {
 			if err := os.Remove(p); err != nil {
 				log("%v", err)
 			}
+		}
+	}
+}
+
+// containerLogLinks is where kubelet links every container's log, whatever its podLogsDir.
+const containerLogLinks = "/var/log/containers"
+
+// createdDirsFile lists the directories outside the state dir that did not exist before the
+// node (kubelet creates them), so cleanup removes them again when they are empty.
+const createdDirsFile = "created-dirs"
+
+// recordMissingDirs notes which of the directories kubelet creates outside work are missing.
+func recordMissingDirs(work string) error {
+	var missing []string
+	for _, d := range []string{containerLogLinks} {
+		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, d)
+		}
+	}
+	return os.WriteFile(filepath.Join(work, createdDirsFile), []byte(strings.Join(missing, "\n")), 0o600)
+}
+
+func removeCreatedDirs(work string, log func(string, ...any)) {
+	data, err := os.ReadFile(filepath.Join(work, createdDirsFile))
+	if err != nil {
+		return
+	}
+	for _, d := range strings.Fields(string(data)) {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log("removing %s: %v", d, err)
 		}
 	}
 }

@@ -179,6 +179,9 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+# Its own OOM score stays as it is (lowering it needs CAP_SYS_RESOURCE; see containerd's
+# restrict_oom_score_adj).
+oomScoreAdj: 0
 `, nodeIP, healthzPort, newContainerdPaths(work).endpoint(), clusterDNSIP, clusterDomain, f.resolvConf, podCIDR,
 		f.kubeletCert, f.kubeletKey, f.caCert, filepath.Join(work, "pod-logs"), filepath.Join(work, "volume-plugins"))
 }
@@ -198,6 +201,7 @@ healthzBindAddress: 127.0.0.1:%[5]s
 metricsBindAddress: 127.0.0.1:%[6]s
 nodePortAddresses: [%[3]s/32]
 detectLocalMode: ClusterCIDR
+oomScoreAdj: 0
 iptables:
   masqueradeAll: false
   localhostNodePorts: false

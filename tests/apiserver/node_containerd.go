@@ -73,6 +73,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # The pods' network namespaces go under state, not /var/run/netns.
   netns_mounts_under_state_dir = true
   enable_selinux = false
+  # Lowering an OOM score needs CAP_SYS_RESOURCE, which a sandboxed root (a CI container, a
+  # microVM's agent) may lack: runc then fails with "can't get final child's PID from pipe"
+  # for every pause container (kubelet asks for -998). Never below containerd's own score.
+  restrict_oom_score_adj = true
   [%[6]s.containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
