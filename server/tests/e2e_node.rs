@@ -28,6 +28,9 @@ spec:
   template:
     metadata: {{labels: {{app: udp-echo}}}}
     spec:
+      # Else kubelet sets UDP_ECHO_PORT=udp://<ClusterIP>:9001 for the Service named udp-echo,
+      # which is udp-echo's own port variable.
+      enableServiceLinks: false
       containers:
       - name: echo
         image: {UDP_ECHO_IMAGE}
@@ -100,10 +103,17 @@ async fn node_runs_pods_with_cluster_dns_and_node_ports_and_leaves_nothing_behin
     .await;
     assert_eq!(answer, vec![cluster_ip], "{name}");
 
-    // The NodePort on the node address reaches the pod, which answers with its hostname.
-    let to = (node.node_ip, node_port);
-    let reply = wait_for("an echo through the NodePort", || udp_echo(to, b"ping")).await;
-    assert_eq!(reply, format!("{pod_name}: ping"));
+    // The pod answers with its hostname: on the pod network, through its ClusterIP, and
+    // through the NodePort on the node address.
+    let want = format!("{pod_name}: ping");
+    for (what, to) in [
+        ("the pod IP", (pod_ip, 9001)),
+        ("the ClusterIP", (cluster_ip, 9001)),
+        ("the NodePort", (node.node_ip, node_port)),
+    ] {
+        let reply = wait_for(&format!("an echo through {what}"), || udp_echo(to, b"ping")).await;
+        assert_eq!(reply, want, "{what}");
+    }
 
     assert!(node.stop(), "the node exited cleanly\n{}", node.log_tails());
     assert_machine_clean();
