@@ -115,6 +115,11 @@ async fn node_runs_pods_with_cluster_dns_and_node_ports_and_leaves_nothing_behin
         assert_eq!(reply, want, "{what}");
     }
 
+    // The apiserver reaches kubelet (client cert, webhook authorization): container logs, the
+    // path that exec and port-forward take too.
+    let log = pods.logs(&pod_name, &Default::default()).await.unwrap();
+    assert!(log.contains("udp-echo: listening"), "the pod's log through kubelet: {log}");
+
     assert!(node.stop(), "the node exited cleanly\n{}", node.log_tails());
     assert_machine_clean();
 }
