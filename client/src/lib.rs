@@ -1,7 +1,13 @@
-//! Clients of the STUNner config discovery service (CDS).
+//! Clients of the STUNner config discovery service (CDS) and of the dataplane.
 //!
-//! [`cds`] is the typed client library (one-shot GETs and reconnecting watches); the
-//! `stunnerctl` binary is built on it. This crate talks to the operator only over the wire
-//! protocol (cds-protocol.md): it never depends on the server crate.
+//! [`cds`] is the typed client library (one-shot GETs and reconnecting watches); [`cluster`]
+//! finds the operator and the dataplane pods in a cluster and port-forwards to them, as kubectl
+//! does; [`dataplane`] reads a stunnerd's status; [`turn_auth`] computes TURN credentials
+//! and ICE server configs from a served config. The `stunnerctl` binary is built on them.
+//! This crate talks to the operator only over the wire protocol (cds-protocol.md): it never
+//! depends on the server crate.
 
 pub mod cds;
+pub mod cluster;
+pub mod dataplane;
+pub mod turn_auth;

@@ -76,7 +76,7 @@ async fn config_json_and_yaml_print_the_configs() {
     let docs: Vec<StunnerConfig> =
         yaml.split("---\n").map(|d| serde_yaml_ng::from_str(d).expect("each document is YAML")).collect();
     assert_eq!(docs, [config("ns1/gw-a"), config("ns1/gw-b")]);
-    assert!(yaml.starts_with("version: v1\n"), "{yaml}");
+    assert!(yaml.starts_with("admin:\n"), "keys sorted, as upstream prints them: {yaml}");
 
     let one = ok(&stunnerctl(&s.url(), &["config", "-n", "ns1", "gw-b", "-o", "yaml"]).await);
     assert_eq!(serde_yaml_ng::from_str::<StunnerConfig>(&one).unwrap(), config("ns1/gw-b"));
@@ -201,7 +201,7 @@ async fn unreachable_server_is_named() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    for args in [&["config", "-a"][..], &["license"], &["status"]] {
+    for args in [&["config", "-a"][..], &["license"], &["gateway-status"]] {
         let err = failed(&stunnerctl(&format!("127.0.0.1:{port}"), args).await);
         assert_eq!(
             err,
@@ -223,7 +223,7 @@ async fn missing_gateway_and_bad_usage_fail_with_a_reason() {
     let err = failed(&stunnerctl("https://127.0.0.1:1", &["license"]).await);
     assert!(err.starts_with("error: invalid config discovery server address \"https://127.0.0.1:1\""), "{err}");
     // The real server has no statuses endpoint yet: say so rather than "404".
-    let err = failed(&stunnerctl(&s.url(), &["status"]).await);
+    let err = failed(&stunnerctl(&s.url(), &["gateway-status"]).await);
     assert_eq!(
         err,
         format!("error: the config discovery server at {} does not serve /api/v1/statuses (404 Not Found)\n", s.url())
@@ -283,14 +283,14 @@ UDPRoute stunner/media-plane
     #[tokio::test]
     async fn summary_by_namespace_gateway_and_all() {
         let server = stub().await;
-        let ns = ok(&stunnerctl(&server, &["status", "-n", "stunner"]).await);
+        let ns = ok(&stunnerctl(&server, &["gateway-status", "-n", "stunner"]).await);
         let tcp = "Gateway stunner/tcp-gateway\n  Accepted=True (Accepted): ok\n";
         assert_eq!(ns, format!("{UDP_GATEWAY}{tcp}{MEDIA_PLANE}"));
 
-        let one = ok(&stunnerctl(&server, &["status", "-n", "stunner", "udp-gateway"]).await);
+        let one = ok(&stunnerctl(&server, &["gateway-status", "-n", "stunner", "udp-gateway"]).await);
         assert_eq!(one, format!("{UDP_GATEWAY}{MEDIA_PLANE}"));
 
-        let all = ok(&stunnerctl(&server, &["status", "-a"]).await);
+        let all = ok(&stunnerctl(&server, &["gateway-status", "-a"]).await);
         let heads: Vec<&str> = all.lines().filter(|l| !l.starts_with(' ')).collect();
         assert_eq!(
             heads,
@@ -304,13 +304,13 @@ UDPRoute stunner/media-plane
         );
         assert!(all.contains("GatewayClass stunner-gatewayclass\n  Accepted=True (Accepted): gatewayclass accepted\n"));
 
-        assert_eq!(ok(&stunnerctl(&server, &["status"]).await), "", "nothing in namespace default");
+        assert_eq!(ok(&stunnerctl(&server, &["gateway-status"]).await), "", "nothing in namespace default");
     }
 
     #[tokio::test]
     async fn json_and_yaml_keep_the_whole_status() {
         let server = stub().await;
-        let json = ok(&stunnerctl(&server, &["status", "-n", "stunner", "tcp-gateway", "-o", "json"]).await);
+        let json = ok(&stunnerctl(&server, &["gateway-status", "-n", "stunner", "tcp-gateway", "-o", "json"]).await);
         assert_eq!(json.lines().count(), 1);
         let got: serde_json::Value = serde_json::from_str(&json).unwrap();
         let items = got["items"].as_array().unwrap();
@@ -318,7 +318,7 @@ UDPRoute stunner/media-plane
         assert_eq!(items[0]["name"], "tcp-gateway");
         assert_eq!(items[1]["status"]["parents"][0]["parentRef"]["group"], "gateway.networking.k8s.io");
 
-        let yaml = ok(&stunnerctl(&server, &["status", "-a", "-o", "yaml"]).await);
+        let yaml = ok(&stunnerctl(&server, &["gateway-status", "-a", "-o", "yaml"]).await);
         let got: serde_json::Value = serde_yaml_ng::from_str(&yaml).unwrap();
         let want: serde_json::Value = serde_json::from_str(BODY).unwrap();
         let names = |v: &serde_json::Value| {
@@ -348,19 +348,19 @@ UDPRoute stunner/media-plane
             ]}),
         });
         let s = Server::start_with(board.router()).await;
-        let out = ok(&stunnerctl(&s.url(), &["status", "-n", "stunner"]).await);
+        let out = ok(&stunnerctl(&s.url(), &["gateway-status", "-n", "stunner"]).await);
         assert_eq!(out, "Gateway stunner/udp-gateway\n  Accepted=True (Accepted): ok\n");
     }
 
     #[tokio::test]
     async fn missing_gateway_fails() {
         let server = stub().await;
-        let err = failed(&stunnerctl(&server, &["status", "-n", "stunner", "nope"]).await);
+        let err = failed(&stunnerctl(&server, &["gateway-status", "-n", "stunner", "nope"]).await);
         assert_eq!(
             err,
             format!("error: gateway stunner/nope has no status on the config discovery server at {server}\n")
         );
-        let err = failed(&stunnerctl(&server, &["status", "--node", "n"]).await);
+        let err = failed(&stunnerctl(&server, &["gateway-status", "--node", "n"]).await);
         assert_eq!(err, "error: --node applies only to the config command\n");
     }
 }

@@ -1,16 +1,22 @@
 //! The daemon's own HTTP endpoints: Prometheus metrics and the health probes.
 
+use crate::listener::{Acceptor, until_shutdown};
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 
 /// Where the daemon is in its life, as `/readyz` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,18 +119,61 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Serves a small router until `shutdown`.
-pub async fn serve_router(listener: TcpListener, router: Router, shutdown: CancellationToken) {
-    let result = axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
-    if let Err(e) = result {
-        tracing::error!(error = %e, "admin endpoint failed");
+/// Most connections open at once on each admin port: Prometheus, the kubelet's probes and a
+/// profiler need a handful. The admin ports share the process's file descriptors with the CDS,
+/// so what they can hold must be small.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long shutdown waits for admin requests in flight (a CPU profile runs for its length).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves a small router on HTTP/1.1 until `shutdown`, with the CDS's accept rules
+/// ([`crate::listener`]: at most [`MAX_CONNECTIONS`], a 503 past them or out of file
+/// descriptors) and its header read timeout: a client that does not send its request
+/// headers in time is disconnected. `name` says what the port serves, in messages.
+pub async fn serve_router(
+    listener: TcpListener,
+    name: &'static str,
+    router: Router,
+    header_read_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut acceptor = match Acceptor::new(listener, name, MAX_CONNECTIONS, None) {
+        Ok(acceptor) => acceptor,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve the {name} endpoint");
+            return;
+        }
+    };
+    let tracker = TaskTracker::new();
+    loop {
+        let (stream, _peer, slot) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = acceptor.accept() => accepted,
+        };
+        let router = router.clone();
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            let _slot = slot;
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                router.clone().oneshot(req.map(axum::body::Body::new))
+            });
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout).max_buf_size(16 * 1024);
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            until_shutdown(conn, &shutdown, |c| c.graceful_shutdown()).await;
+        });
     }
+    drop(acceptor);
+    tracker.close();
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     /// More connections than the standard library's backlog, none accepted yet: every
     /// handshake completes, none waits for a SYN retransmit (loopback handshakes complete in
@@ -138,5 +187,59 @@ mod tests {
             let conn = tokio::time::timeout(Duration::from_millis(900), tokio::net::TcpStream::connect(addr)).await;
             conns.push(conn.unwrap_or_else(|_| panic!("connection {i} overflowed the accept queue")).unwrap());
         }
+    }
+
+    /// The health router on an ephemeral loopback port with `header_read_timeout`.
+    async fn serve_health(header_read_timeout: Duration) -> (SocketAddr, CancellationToken) {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let router = health_router(Readiness::default());
+        tokio::spawn(serve_router(listener, "health probe", router, header_read_timeout, shutdown.clone()));
+        (addr, shutdown)
+    }
+
+    /// What the server sends on `stream` until it closes (bounded: panics after 10 s).
+    async fn read_until_closed(stream: &mut TcpStream) -> String {
+        let mut buf = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut buf))
+            .await
+            .expect("the server closed the connection")
+            .unwrap();
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_half_sent_request_is_disconnected_after_the_header_timeout() {
+        let (addr, _shutdown) = serve_health(Duration::from_millis(200)).await;
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        assert!(!read_until_closed(&mut stream).await.contains("200 OK"));
+    }
+
+    #[tokio::test]
+    async fn connections_past_the_cap_get_a_503_with_the_limit() {
+        let (addr, _shutdown) = serve_health(Duration::from_secs(60)).await;
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let get = async || {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+            read_until_closed(&mut stream).await
+        };
+        let refused = get().await;
+        assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+        assert!(refused.contains(&format!("too many health probe connections (limit {MAX_CONNECTIONS})")), "{refused}");
+        // A slot comes back when a connection closes.
+        idle.pop();
+        for _ in 0..100 {
+            if get().await.starts_with("HTTP/1.1 200") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the slot of a closed connection never came back");
     }
 }

@@ -85,6 +85,15 @@ pub struct Args {
     #[arg(long, default_value_t = 16384)]
     pub cds_max_connections: usize,
 
+    /// Most gRPC watches open at once on the server; past it a watch ends with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 16384, value_parser = parse_positive)]
+    pub cds_max_grpc_watches: usize,
+
+    /// Most gRPC watches open at once on one connection; past it a watch ends with
+    /// RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 16, value_parser = parse_positive)]
+    pub cds_max_grpc_watches_per_connection: usize,
+
     /// A CDS client that does not take a config within this time is disconnected.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub cds_write_timeout: Duration,
@@ -196,6 +205,14 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(total))
 }
 
+/// A count that must be at least 1 (a limit of 0 would refuse everything).
+pub fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("invalid count {s:?} (a whole number, at least 1)")),
+    }
+}
+
 /// Go's `strconv.ParseBool`, as Go's boolean flags use it.
 pub fn parse_go_bool(s: &str) -> Result<bool, String> {
     match s {
@@ -225,6 +242,36 @@ pub struct BindAddress(pub Option<SocketAddr>);
 /// Like [`parse_bind_address`], with `0` for disabled.
 pub fn parse_optional_bind_address(s: &str) -> Result<BindAddress, String> {
     if s == "0" || s.is_empty() { Ok(BindAddress(None)) } else { parse_bind_address(s).map(|a| BindAddress(Some(a))) }
+}
+
+/// Libraries whose debug logs are about each frame of a remote peer (h2 writes two lines per
+/// PING frame): a peer would decide how much we log. They log at `info` unless the level asked
+/// for is `trace`.
+const FRAME_LOGGING_LIBRARIES: [&str; 3] = ["h2", "hyper", "hyper_util"];
+
+/// The log filter: `RUST_LOG` verbatim when it is set and valid (it names every target's level
+/// itself, e.g. `debug,h2=debug`), else `--zap-log-level`: `debug` (or `1`), `error`, a
+/// number above 1 for `trace`, anything else `info`.
+pub fn log_filter(zap_log_level: &str, rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    if let Some(filter) =
+        rust_log.filter(|s| !s.is_empty()).and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
+    {
+        return filter;
+    }
+    let level = match zap_log_level {
+        "debug" => "debug",
+        "error" => "error",
+        l if l.parse::<u8>().is_ok_and(|n| n > 1) => "trace",
+        l if l.parse::<u8>().is_ok_and(|n| n == 1) => "debug",
+        _ => "info",
+    };
+    let mut directives = vec![level.to_string()];
+    if level != "trace" {
+        // Not above the level asked for: `error` stays `error` for them too.
+        let library_level = if level == "debug" { "info" } else { level };
+        directives.extend(FRAME_LOGGING_LIBRARIES.iter().map(|lib| format!("{lib}={library_level}")));
+    }
+    tracing_subscriber::EnvFilter::new(directives.join(","))
 }
 
 #[cfg(test)]
@@ -329,5 +376,60 @@ mod tests {
         assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_go_duration("10").is_err());
         assert!(parse_go_duration("").is_err());
+    }
+
+    /// The lines a subscriber with `filter` writes for a debug and a trace line of each target.
+    fn logged(filter: tracing_subscriber::EnvFilter) -> String {
+        #[derive(Clone, Default)]
+        struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Capture {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let capture = Capture::default();
+        let writer = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "h2::codec::framed_read", "h2 debug: received Ping");
+            tracing::trace!(target: "h2::codec::framed_read", "h2 trace");
+            tracing::debug!(target: "hyper::proto::h1::conn", "hyper debug");
+            tracing::debug!(target: "hyper_util::client::legacy::pool", "hyper_util debug");
+            tracing::debug!(target: "stunner_gateway_operator::cds", "ours debug");
+            tracing::trace!(target: "stunner_gateway_operator::cds", "ours trace");
+            tracing::info!(target: "hyper::server", "hyper info");
+        });
+        String::from_utf8(capture.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn debug_level_keeps_library_frame_logs_out() {
+        for level in ["debug", "1"] {
+            let log = logged(log_filter(level, None));
+            assert!(log.contains("ours debug") && log.contains("hyper info"), "{level}: {log}");
+            for quiet in ["h2 debug", "hyper debug", "hyper_util debug", "ours trace"] {
+                assert!(!log.contains(quiet), "{level}: {quiet} in\n{log}");
+            }
+        }
+        // Only trace shows them.
+        let log = logged(log_filter("2", None));
+        for shown in ["h2 debug", "h2 trace", "hyper debug", "ours trace"] {
+            assert!(log.contains(shown), "{shown} not in\n{log}");
+        }
+        let log = logged(log_filter("error", None));
+        assert!(!log.contains("hyper info"), "{log}");
+        // RUST_LOG says for itself; an invalid one falls back to the flag.
+        let log = logged(log_filter("info", Some("debug,h2=debug")));
+        assert!(log.contains("h2 debug") && log.contains("ours debug"), "{log}");
+        let log = logged(log_filter("debug", Some("debug,h2=notalevel")));
+        assert!(log.contains("ours debug") && !log.contains("h2 debug"), "{log}");
     }
 }

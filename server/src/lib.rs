@@ -3,6 +3,7 @@ pub mod cds;
 pub mod cli;
 pub mod cluster;
 pub mod grpc;
+pub mod listener;
 pub mod metrics;
 pub mod pprof;
 pub mod reconcile;

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::from_env();
-    init_logging(&args.zap_log_level);
+    init_logging(cli::log_filter(&args.zap_log_level, std::env::var("RUST_LOG").ok().as_deref()));
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -57,21 +57,31 @@ async fn run(args: Args) -> Result<(), String> {
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
+    let cds_settings = ServerSettings {
+        max_connections: args.cds_max_connections,
+        session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
+        grpc: cds_grpc_settings(&args),
+        ..Default::default()
+    };
+    // The admin ports take the CDS's header read timeout.
+    let header_timeout = cds_settings.header_read_timeout;
     // Bind everything first: a busy port is a start-up error, not a late surprise.
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
     if let Some(addr) = args.metrics_bind_address.0 {
         let l = bind(addr, "--metrics-bind-address")?;
-        tasks.spawn(admin::serve_router(l, admin::metrics_router(registry.clone()), stop_admin.clone()));
+        let router = admin::metrics_router(registry.clone());
+        tasks.spawn(admin::serve_router(l, "metrics", router, header_timeout, stop_admin.clone()));
     }
     if let Some(addr) = args.pprof_bind_address.0 {
         pprof::check_exposure(addr);
         let l = bind(addr, "--pprof-bind-address")?;
-        tasks.spawn(admin::serve_router(l, pprof::router(), stop_admin.clone()));
+        tasks.spawn(admin::serve_router(l, "pprof", pprof::router(), header_timeout, stop_admin.clone()));
     }
     if let Some(addr) = args.health_probe_bind_address.0 {
         let l = bind(addr, "--health-probe-bind-address")?;
-        tasks.spawn(admin::serve_router(l, admin::health_router(readiness.clone()), stop_admin.clone()));
+        let router = admin::health_router(readiness.clone());
+        tasks.spawn(admin::serve_router(l, "health probe", router, header_timeout, stop_admin.clone()));
     }
 
     let settings = RenderSettings {
@@ -132,11 +142,6 @@ async fn run(args: Args) -> Result<(), String> {
             return Ok(());
         }
     }
-    let cds_settings = ServerSettings {
-        max_connections: args.cds_max_connections,
-        session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
-        ..Default::default()
-    };
     let address = cds_listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%address, "serving config discovery");
     tasks.spawn(cds::serve(cds_listener, store, cds_settings, statuses.router(), stages.shutdown.clone()));
@@ -150,6 +155,14 @@ async fn run(args: Args) -> Result<(), String> {
     };
     stages.stop(reconciler, follow, tasks).await;
     failure.map_or(Ok(()), Err)
+}
+
+fn cds_grpc_settings(args: &Args) -> stunner_gateway_operator::grpc::Settings {
+    stunner_gateway_operator::grpc::Settings {
+        max_watches: args.cds_max_grpc_watches,
+        max_watches_per_connection: args.cds_max_grpc_watches_per_connection,
+        ..Default::default()
+    }
 }
 
 /// How long each shutdown stage may take before the next one starts anyway.
@@ -206,16 +219,7 @@ fn bind(addr: std::net::SocketAddr, flag: &str) -> Result<tokio::net::TcpListene
     admin::bind(addr).map_err(|e| format!("cannot listen on {flag} {addr}: {e}"))
 }
 
-fn init_logging(level: &str) {
-    let level = match level {
-        "debug" => "debug",
-        "error" => "error",
-        l if l.parse::<u8>().is_ok_and(|n| n > 1) => "trace",
-        l if l.parse::<u8>().is_ok_and(|n| n == 1) => "debug",
-        _ => "info",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+fn init_logging(filter: tracing_subscriber::EnvFilter) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }

@@ -554,3 +554,33 @@ async fn shutdown_ends_watches_with_unavailable() {
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     tokio::time::timeout(Duration::from_secs(10), s.task).await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn watches_past_the_limits_are_resource_exhausted_with_the_limit() {
+    let mut settings = ServerSettings::default();
+    settings.grpc.max_watches_per_connection = 2;
+    settings.grpc.max_watches = 3;
+    let s = start(settings).await;
+    s.store.upsert(config("ns/a", "a1"));
+    let every = || start_msg(WatchStart { scope: all(), ..Default::default() });
+
+    let mut c = client(&s).await;
+    let mut held = vec![watch(&mut c, WatchStart { scope: all(), ..Default::default() }).await];
+    held.push(watch(&mut c, WatchStart { scope: all(), ..Default::default() }).await);
+    let err = open(&mut c, every()).await.err().expect("refused");
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("on this connection (limit 2 per connection"), "{err:?}");
+    // One-shot calls on that connection still go through.
+    c.get(GetRequest { id: Some(id("ns", "a")), node: String::new() }).await.unwrap();
+
+    // Another connection takes the server's last watch, then meets the server's limit.
+    let mut d = client(&s).await;
+    held.push(watch(&mut d, WatchStart { scope: all(), ..Default::default() }).await);
+    let err = open(&mut d, every()).await.err().expect("refused");
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("on this server (limit 3, --cds-max-grpc-watches)"), "{err:?}");
+
+    // A watch that ends gives its slots back.
+    held.remove(0);
+    eventually("a slot is free again", async || open(&mut d, every()).await.is_ok()).await;
+}

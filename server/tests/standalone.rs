@@ -34,7 +34,14 @@ fn temp_copy_of_quickstart(name: &str) -> PathBuf {
 
 impl Daemon {
     async fn start(dir: &Path) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
+        Daemon::start_with(dir, |_| {}).await
+    }
+
+    /// [`Daemon::start`], with `adjust` applied to the command first.
+    async fn start_with(dir: &Path, adjust: impl FnOnce(&mut Command)) -> Daemon {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"));
+        adjust(&mut command);
+        let mut child = command
             .args(["--standalone", dir.to_str().unwrap()])
             .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
             .args(["--health-probe-bind-address", "0", "--throttle-timeout", "50ms"])
@@ -256,4 +263,74 @@ async fn sigterm_closes_every_watch_and_exits_cleanly() {
     let status = tokio::time::timeout(Duration::from_secs(30), d.child.wait()).await.expect("exits in time").unwrap();
     assert!(status.success(), "{status}");
     d.wait_for_log("shutting down").await;
+}
+
+/// Lowers the child's limit of open files to `n` (the daemon needs about 15 to start).
+fn limit_open_files(command: &mut Command, n: libc::rlim_t) {
+    // SAFETY: setrlimit(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+/// A watch on the daemon: the open stream, or the body of the HTTP 503 it was refused with.
+/// Panics when the daemon does not answer within 10 s.
+async fn try_watch(d: &Daemon) -> Result<Ws, String> {
+    use tokio_tungstenite::tungstenite::Error;
+    let url = format!("ws://{}/api/v1/configs?watch=true", d.addr);
+    match tokio::time::timeout(Duration::from_secs(10), tokio_tungstenite::connect_async(url)).await {
+        Err(_) => panic!("no answer in 10 s: the client waits in the accept queue"),
+        Ok(Ok((ws, _))) => Ok(ws),
+        Ok(Err(Error::Http(resp))) if resp.status() == 503 => {
+            Err(String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).into_owned())
+        }
+        Ok(Err(e)) => panic!("unexpected failure: {e}"),
+    }
+}
+
+/// Out of file descriptors, a new CDS client is told 503 at once (it used to wait in the accept
+/// queue forever), every time, and the accept errors take a few log lines, not one per retry.
+#[tokio::test]
+async fn out_of_file_descriptors_new_clients_get_a_503_and_the_log_stays_short() {
+    let dir = temp_copy_of_quickstart("nofile");
+    let d = Daemon::start_with(&dir, |c| limit_open_files(c, 48)).await;
+    let mut held = Vec::new();
+    let refusal = loop {
+        assert!(held.len() < 100, "100 watches open on 48 file descriptors?");
+        match try_watch(&d).await {
+            Ok(ws) => held.push(ws),
+            Err(body) => break body,
+        }
+    };
+    assert!(refusal.contains("the config discovery server is out of file descriptors"), "{refusal}");
+    let started = std::time::Instant::now();
+    const ATTEMPTS: usize = 30;
+    for i in 0..ATTEMPTS {
+        assert!(try_watch(&d).await.is_err(), "attempt {i} was served while out of file descriptors");
+    }
+    // The refusals are written before the log lines are: wait for at least one.
+    d.wait_for_log("accept failed").await;
+    let lines = d.log.lock().unwrap().iter().filter(|l| l.contains("accept failed")).count();
+    // One line per 10 s of the daemon's: the bound grows with how long the attempts took.
+    let allowed = 2 + started.elapsed().as_secs() as usize / 10;
+    assert!(lines <= allowed, "{lines} accept-error lines for {} refusals (allowed {allowed})", ATTEMPTS + 1);
+    // Once clients leave, new ones are served again.
+    held.clear();
+    let mut served = false;
+    for _ in 0..100 {
+        if try_watch(&d).await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "never served again after the watches closed");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

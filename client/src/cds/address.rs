@@ -19,11 +19,26 @@ pub struct ServerAddress {
 
 impl ServerAddress {
     pub fn parse(raw: &str) -> Result<Self, ClientError> {
+        Self::parse_with_port(raw, None)
+    }
+
+    /// Like [`ServerAddress::parse`], with the port given apart (upstream's `--cds-server-address
+    /// IP --cds-server-port N`); an address that carries a port of its own too is refused, as
+    /// the two could disagree.
+    pub fn parse_with_port(raw: &str, port: Option<u16>) -> Result<Self, ClientError> {
         let invalid = |why: &str| ClientError::InvalidAddress { address: raw.to_string(), reason: why.to_string() };
         let raw_trimmed = raw.trim();
         if raw_trimmed.is_empty() {
             return Err(invalid("it is empty"));
         }
+        // A bare IPv6 address, as upstream joins it with the port: `::1` is `[::1]`.
+        let bracketed;
+        let raw_trimmed = if raw_trimmed.parse::<std::net::Ipv6Addr>().is_ok() {
+            bracketed = format!("[{raw_trimmed}]");
+            bracketed.as_str()
+        } else {
+            raw_trimmed
+        };
         let rest = match raw_trimmed.split_once("://") {
             None => raw_trimmed,
             Some((scheme, rest)) => match scheme.to_ascii_lowercase().as_str() {
@@ -53,8 +68,12 @@ impl ServerAddress {
         if base.query().is_some() || base.fragment().is_some() {
             return Err(invalid("it must not carry a query or a fragment"));
         }
-        if !has_port {
-            base.set_port(Some(DEFAULT_PORT)).map_err(|()| invalid("it cannot carry a port"))?;
+        match (has_port, port) {
+            (true, Some(_)) => return Err(invalid("it has a port already: give the port once")),
+            (true, None) => {}
+            (false, port) => {
+                base.set_port(Some(port.unwrap_or(DEFAULT_PORT))).map_err(|()| invalid("it cannot carry a port"))?
+            }
         }
         Ok(ServerAddress { base })
     }
@@ -110,6 +129,17 @@ mod tests {
         assert_eq!(parsed("[::1]:99"), "http://[::1]:99");
         assert_eq!(parsed("[::1]"), "http://[::1]:13478");
         assert_eq!(parsed("localhost:1/cds/"), "http://localhost:1/cds");
+    }
+
+    #[test]
+    fn takes_the_port_apart_like_upstream() {
+        let with = |raw, port| ServerAddress::parse_with_port(raw, Some(port)).map(|a| a.to_string());
+        assert_eq!(with("10.0.0.1", 1234).unwrap(), "http://10.0.0.1:1234");
+        assert_eq!(with("::1", 99).unwrap(), "http://[::1]:99");
+        assert_eq!(parsed("::1"), "http://[::1]:13478");
+        assert_eq!(with("http://cds.stunner/", 5).unwrap(), "http://cds.stunner:5");
+        let err = with("10.0.0.1:1", 2).unwrap_err().to_string();
+        assert!(err.contains("give the port once"), "{err}");
     }
 
     #[test]

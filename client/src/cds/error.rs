@@ -43,7 +43,7 @@ pub enum ClientError {
 
 /// The OS error without Rust's `(os error N)` suffix, lower-cased like Go's messages:
 /// "connection refused" rather than "Connection refused (os error 111)".
-fn io_reason(e: &io::Error) -> String {
+pub(crate) fn io_reason(e: &io::Error) -> String {
     let text = e.to_string();
     let text = match text.rfind(" (os error ") {
         Some(i) if text.ends_with(')') => text[..i].to_string(),

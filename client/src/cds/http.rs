@@ -7,7 +7,7 @@
 //! on loopback.
 
 use super::{ClientError, ServerAddress};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper::StatusCode;
 use hyper::body::Bytes;
 use hyper::header::{CONTENT_TYPE, HOST, USER_AGENT};
@@ -32,23 +32,52 @@ impl Default for Timeouts {
     }
 }
 
+/// The largest body read: configs, a license, statuses and client tables are far smaller,
+/// and a peer that sends more is not one of ours.
+const MAX_BODY: usize = 64 << 20;
+
 /// A complete response; the body is small (configs, a license, statuses).
-pub(super) struct Response {
+pub(crate) struct Response {
     pub status: StatusCode,
     /// The body claims to be JSON (the Go client decodes such error bodies as `Error`).
     pub json: bool,
     pub body: Bytes,
 }
 
+/// Why a GET got no response, before it is worded for the server it was sent to.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Connect(std::io::Error),
+    Timeout(Duration),
+    Protocol(String),
+}
+
+impl Failure {
+    fn for_server(self, server: &ServerAddress) -> ClientError {
+        let server = server.to_string();
+        match self {
+            Failure::Connect(source) => ClientError::Unreachable { server, source },
+            Failure::Timeout(after) => ClientError::Timeout { server, after },
+            Failure::Protocol(reason) => ClientError::Protocol { server, reason },
+        }
+    }
+}
+
 /// Connects to `server` and GETs `url` (a URL under `server`).
 pub(super) async fn get(server: &ServerAddress, url: &Url, timeouts: Timeouts) -> Result<Response, ClientError> {
-    let stream = connect(server, timeouts.connect).await?;
+    fetch(&server.authority(), url, timeouts).await.map_err(|f| f.for_server(server))
+}
+
+/// Connects to `authority` (`host:port`) and GETs `url`: the transport under [`get`], also
+/// for servers that are not config discovery servers (stunnerd's status).
+pub(crate) async fn fetch(authority: &str, url: &Url, timeouts: Timeouts) -> Result<Response, Failure> {
+    let stream = connect_to(authority, timeouts.connect).await?;
     let exchange = async {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         // The connection task ends with the exchange: the request carries no keep-alive reuse.
         tokio::spawn(conn);
         let request = hyper::Request::get(&url[Position::BeforePath..])
-            .header(HOST, server.authority())
+            .header(HOST, authority)
             .header(USER_AGENT, concat!("stunner-gateway-client/", env!("CARGO_PKG_VERSION")))
             .body(Empty::<Bytes>::new())
             .expect("a GET with a valid URL is a valid request");
@@ -59,24 +88,37 @@ pub(super) async fn get(server: &ServerAddress, url: &Url, timeouts: Timeouts) -
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().contains("json"));
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok::<_, hyper::Error>(Response { status, json, body })
+        let body = Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| Failure::Protocol(format!("reading the body: {e}")))?
+            .to_bytes();
+        Ok::<_, Failure>(Response { status, json, body })
     };
     match timeout(timeouts.request, exchange).await {
-        Ok(Ok(response)) => Ok(response),
-        Ok(Err(e)) => Err(ClientError::Protocol { server: server.to_string(), reason: e.to_string() }),
-        Err(_) => Err(ClientError::Timeout { server: server.to_string(), after: timeouts.request }),
+        Ok(result) => result,
+        Err(_) => Err(Failure::Timeout(timeouts.request)),
+    }
+}
+
+impl From<hyper::Error> for Failure {
+    fn from(e: hyper::Error) -> Self {
+        Failure::Protocol(e.to_string())
     }
 }
 
 /// A TCP connection to the server, with errors that name it.
 pub(super) async fn connect(server: &ServerAddress, limit: Duration) -> Result<TcpStream, ClientError> {
-    match timeout(limit, TcpStream::connect(server.authority())).await {
+    connect_to(&server.authority(), limit).await.map_err(|f| f.for_server(server))
+}
+
+async fn connect_to(authority: &str, limit: Duration) -> Result<TcpStream, Failure> {
+    match timeout(limit, TcpStream::connect(authority)).await {
         Ok(Ok(stream)) => {
             let _ = stream.set_nodelay(true);
             Ok(stream)
         }
-        Ok(Err(source)) => Err(ClientError::Unreachable { server: server.to_string(), source }),
-        Err(_) => Err(ClientError::Timeout { server: server.to_string(), after: limit }),
+        Ok(Err(source)) => Err(Failure::Connect(source)),
+        Err(_) => Err(Failure::Timeout(limit)),
     }
 }

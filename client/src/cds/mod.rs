@@ -11,12 +11,13 @@ mod address;
 mod backoff;
 mod error;
 mod grpc;
-mod http;
+pub(crate) mod http;
 mod watch;
 mod ws;
 
 pub use address::{DEFAULT_PORT, ServerAddress};
 pub use error::ClientError;
+pub(crate) use error::io_reason;
 pub use http::Timeouts;
 pub use stunner_gateway::cds::{
     ClientConfigState, ClientInfo, ClientList, Condition, ListenerConditions, ObjectStatus, ParentConditions,
@@ -73,12 +74,17 @@ pub struct CdsClient {
 impl CdsClient {
     /// A client of the server at `address` (see [`ServerAddress::parse`] for the forms).
     pub fn new(address: &str) -> Result<Self, ClientError> {
-        Ok(CdsClient {
-            server: ServerAddress::parse(address)?,
+        Ok(Self::from_address(ServerAddress::parse(address)?))
+    }
+
+    /// A client of the server at an address parsed already.
+    pub fn from_address(server: ServerAddress) -> Self {
+        CdsClient {
+            server,
             transport: Transport::default(),
             timeouts: Timeouts::default(),
             watch: WatchSettings::default(),
-        })
+        }
     }
 
     /// Use `transport` for configs, the license, the client table and watches (statuses are

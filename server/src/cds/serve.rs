@@ -1,14 +1,17 @@
-//! The CDS listener: accepts connections within a limit, serves each with HTTP/1.1 or, when it
-//! opens with the HTTP/2 preface (h2c, prior knowledge), HTTP/2, and shuts down gracefully
-//! (watch streams get a Close frame or an UNAVAILABLE status, so clients reconnect elsewhere
-//! at once). gRPC requests (`content-type: application/grpc*`) go to [`crate::grpc`], all
-//! others to the HTTP/WebSocket API: one port, one connection limit for both (docs/grpc.md).
+//! The CDS listener: accepts connections within a limit ([`crate::listener`]), serves each
+//! with HTTP/1.1 or, when it opens with the HTTP/2 preface (h2c, prior knowledge), HTTP/2, and
+//! shuts down gracefully (watch streams get a Close frame or an UNAVAILABLE status, so clients
+//! reconnect elsewhere at once). gRPC requests (`content-type: application/grpc*`) go to
+//! [`crate::grpc`], all others to the HTTP/WebSocket API: one port, one connection limit for
+//! both (docs/grpc.md).
 
 use super::api::{self, CdsState};
 use super::clients::ClientTable;
 use super::metrics::{GRPC, WEBSOCKET};
 use super::session::ConnectionPermit;
 use super::store::ConfigStore;
+use crate::grpc::ConnectionWatches;
+use crate::listener::{Acceptor, until_shutdown};
 use axum::extract::Request;
 use bytes::{Bytes, BytesMut};
 use hyper::body::Incoming;
@@ -19,9 +22,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
@@ -76,36 +78,32 @@ pub async fn serve(
     let grpc =
         crate::grpc::routes(store.clone(), store.metrics.clone(), clients, settings.grpc.clone(), shutdown.clone())
             .await;
-    let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let rejected = Some(store.metrics.rejected_connections.clone());
+    let mut acceptor = match Acceptor::new(listener, "config discovery", settings.max_connections, rejected) {
+        Ok(acceptor) => acceptor,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve config discovery");
+            return;
+        }
+    };
     let tracker = TaskTracker::new();
     loop {
-        let (stream, peer) = tokio::select! {
+        let (stream, peer, slot) = tokio::select! {
             _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Typically out of file descriptors: back off instead of spinning.
-                    tracing::warn!(error = %e, "CDS accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = acceptor.accept() => accepted,
         };
         let _ = stream.set_nodelay(true);
         // Bounds the kernel memory a client that stops reading can pin (Linux would otherwise
         // let the send buffer grow to tcp_wmem's maximum, megabytes per connection).
         let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            store.metrics.rejected_connections.inc();
-            tracker.spawn(refuse(stream, settings.max_connections));
-            continue;
-        };
         let permit = ConnectionPermit::new(slot);
+        let watches = ConnectionWatches::new(settings.grpc.max_watches_per_connection);
         let router = router.clone();
         let grpc = grpc.clone();
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(permit.clone());
             req.extensions_mut().insert(PeerAddr(peer));
+            req.extensions_mut().insert(watches.clone());
             let is_grpc = req
                 .headers()
                 .get(axum::http::header::CONTENT_TYPE)
@@ -152,26 +150,13 @@ pub async fn serve(
             }
         });
     }
-    drop(listener);
+    drop(acceptor);
     tracker.close();
     // Upgraded sessions are not tracked by hyper; they end on the same token. Give them time.
     if tokio::time::timeout(settings.shutdown_grace, wait_for_sessions(&store)).await.is_err() {
         tracing::warn!("CDS shutdown grace period over with watch streams still open");
     }
     let _ = tokio::time::timeout(settings.shutdown_grace, tracker.wait()).await;
-}
-
-/// Serves `conn` until it ends or `shutdown`; then `graceful` tells it to finish what is in
-/// flight and take nothing new, and it is served until it has.
-async fn until_shutdown<C: Future>(conn: C, shutdown: &CancellationToken, graceful: fn(Pin<&mut C>)) {
-    tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = shutdown.cancelled() => {
-            graceful(conn.as_mut());
-            let _ = conn.await;
-        }
-    }
 }
 
 async fn wait_for_sessions(store: &ConfigStore) {
@@ -260,15 +245,4 @@ pub(super) fn into_tcp(upgraded: hyper::upgrade::Upgraded) -> Option<(TcpStream,
     let mut received = BytesMut::from(&prefix[..]);
     received.extend_from_slice(&parts.read_buf);
     Some((inner, received.freeze()))
-}
-
-/// Tells a client past the connection limit why, then closes.
-async fn refuse(mut stream: TcpStream, limit: usize) {
-    let body = format!("{{\"code\":503,\"message\":\"too many config discovery connections (limit {limit})\"}}\n");
-    let resp = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(resp.as_bytes())).await;
-    let _ = stream.shutdown().await;
 }

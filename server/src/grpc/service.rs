@@ -4,7 +4,8 @@
 #![allow(clippy::result_large_err)]
 
 use super::config_discovery_server;
-use super::stream::{Outbound, read_acks};
+use super::limits::{ConnectionWatches, WatchLimits};
+use super::stream::{AckReader, Outbound};
 use super::{Encoded, Settings, encode_list};
 use crate::cds::clients::{ClientInfo, ClientTable};
 use crate::cds::metrics::Transport;
@@ -27,6 +28,7 @@ pub struct ConfigDiscovery {
     metrics: CdsMetrics,
     clients: Arc<ClientTable>,
     settings: Settings,
+    watches: WatchLimits,
     shutdown: CancellationToken,
 }
 
@@ -38,7 +40,8 @@ impl ConfigDiscovery {
         settings: Settings,
         shutdown: CancellationToken,
     ) -> Self {
-        ConfigDiscovery { store, metrics, clients, settings, shutdown }
+        let watches = WatchLimits::new(settings.max_watches, settings.max_watches_per_connection);
+        ConfigDiscovery { store, metrics, clients, settings, watches, shutdown }
     }
 }
 
@@ -67,6 +70,7 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
     type WatchStream = WatchStream;
 
     async fn watch(&self, request: Request<Streaming<proto::WatchRequest>>) -> Result<Response<WatchStream>, Status> {
+        let slots = self.watches.admit(request.extensions().get::<ConnectionWatches>())?;
         let remote_address = request.extensions().get::<PeerAddr>().map(|p| p.0);
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(self.settings.start_timeout, inbound.message())
@@ -90,10 +94,8 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
             scope,
             client_name: start.client_name,
         });
-        let (errors_tx, errors_rx) = tokio::sync::oneshot::channel();
-        let reader = tokio::spawn(read_acks(inbound, client.client(), errors_tx));
-        let outbound =
-            Outbound::new(watch, initial, client, errors_rx, reader, self.shutdown.clone(), self.metrics.clone());
+        let acks = AckReader::spawn(inbound, client.client());
+        let outbound = Outbound::new(watch, initial, client, acks, slots, self.shutdown.clone(), self.metrics.clone());
         Ok(Response::new(Box::pin(outbound.into_stream())))
     }
 

@@ -8,6 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::Encoded;
+use super::limits::WatchSlots;
 use super::service::{ack_id, version};
 use crate::cds::CdsMetrics;
 use crate::cds::clients::{Client, Registration};
@@ -28,9 +29,9 @@ pub(super) struct Outbound {
     pending: VecDeque<Update>,
     /// The client's row in the table: removed when the stream is dropped (client gone).
     client: Registration,
-    /// A protocol error found by the ack reader; `None` once the reader ended without one.
-    errors: Option<oneshot::Receiver<Status>>,
-    reader: JoinHandle<()>,
+    acks: AckReader,
+    /// Given back when the stream is dropped.
+    _slots: WatchSlots,
     shutdown: CancellationToken,
     metrics: CdsMetrics,
     done: bool,
@@ -41,21 +42,12 @@ impl Outbound {
         watch: Watch,
         initial: Vec<Update>,
         client: Registration,
-        errors: oneshot::Receiver<Status>,
-        reader: JoinHandle<()>,
+        acks: AckReader,
+        slots: WatchSlots,
         shutdown: CancellationToken,
         metrics: CdsMetrics,
     ) -> Self {
-        Outbound {
-            watch,
-            pending: initial.into(),
-            client,
-            errors: Some(errors),
-            reader,
-            shutdown,
-            metrics,
-            done: false,
-        }
+        Outbound { watch, pending: initial.into(), client, acks, _slots: slots, shutdown, metrics, done: false }
     }
 
     pub fn into_stream(self) -> impl Stream<Item = Result<Encoded, Status>> + Send {
@@ -72,7 +64,7 @@ impl Outbound {
                 _ = self.shutdown.cancelled() => {
                     return self.end(Status::unavailable("the config discovery server is shutting down"));
                 }
-                status = protocol_error(&mut self.errors) => return self.end(status),
+                status = protocol_error(&mut self.acks.errors) => return self.end(status),
                 next = self.watch.next_updates(&mut self.pending) => match next {
                     Ok(()) => {}
                     Err(_) => return self.end(Status::unavailable("the config discovery server is shutting down")),
@@ -93,9 +85,24 @@ impl Outbound {
     }
 }
 
-impl Drop for Outbound {
+/// The task that reads a watch's acks, and how it reports a protocol error; the task ends
+/// with the watch.
+pub(super) struct AckReader {
+    /// A protocol error found by the reader; `None` once the reader ended without one.
+    errors: Option<oneshot::Receiver<Status>>,
+    task: JoinHandle<()>,
+}
+
+impl AckReader {
+    pub fn spawn(inbound: Streaming<proto::WatchRequest>, client: Arc<Client>) -> Self {
+        let (errors_tx, errors_rx) = oneshot::channel();
+        AckReader { errors: Some(errors_rx), task: tokio::spawn(read_acks(inbound, client, errors_tx)) }
+    }
+}
+
+impl Drop for AckReader {
     fn drop(&mut self) {
-        self.reader.abort();
+        self.task.abort();
     }
 }
 
@@ -113,11 +120,7 @@ async fn protocol_error(errors: &mut Option<oneshot::Receiver<Status>>) -> Statu
 /// Reads what the client sends after `start`: acks, recorded in its table row. Another
 /// `start` or a malformed ack ends the watch with INVALID_ARGUMENT; messages of a kind this
 /// server does not know are skipped. Ends when the client closes its side.
-pub(super) async fn read_acks(
-    mut inbound: Streaming<proto::WatchRequest>,
-    client: Arc<Client>,
-    errors: oneshot::Sender<Status>,
-) {
+async fn read_acks(mut inbound: Streaming<proto::WatchRequest>, client: Arc<Client>, errors: oneshot::Sender<Status>) {
     let status = loop {
         match inbound.message().await {
             Ok(Some(proto::WatchRequest { msg: Some(watch_request::Msg::Ack(ack)) })) => {

@@ -1,15 +1,37 @@
-//! The command line: upstream stunnerctl's flags where they apply to a CDS client.
+//! The command line: upstream stunnerctl's commands and flags (kubectl's cluster flags, the
+//! `--cds-server-*` and `--pod-*` flags), plus our `gateway-status`, `clients` and `--transport`.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use super::jsonpath::Template;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
 use stunner_gateway_client::cds::Transport;
+use stunner_gateway_client::cluster::DEFAULT_HEALTH_CHECK_PORT;
+use stunner_gateway_client::turn_auth::DEFAULT_TTL;
 
-/// Inspect the dataplane configs, license and statuses served by the STUNner gateway operator.
+/// Inspect STUNner gateways: the dataplane configs and license the operator serves, the
+/// dataplane pods' status, and TURN credentials for clients.
+///
+/// Without --cds-server-address, the operator is found in the cluster of the current
+/// kubeconfig context (or the in-cluster config) and reached through a port-forward.
 #[derive(Debug, Parser)]
 #[command(name = "stunnerctl", version)]
 pub struct Cli {
-    /// Config discovery server: host:port, :port or http://host:port.
-    #[arg(long, global = true, env = "STUNNERCTL_CDS_SERVER_ADDRESS", default_value = "127.0.0.1:13478")]
-    pub cds_server_address: String,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+
+    /// Config discovery server: an address (with --cds-server-port, as upstream), host:port,
+    /// :port or http://host:port. Disables finding it in the cluster.
+    #[arg(long, global = true, env = "STUNNERCTL_CDS_SERVER_ADDRESS")]
+    pub cds_server_address: Option<String>,
+
+    /// Config discovery server port [default: 13478].
+    #[arg(long, global = true)]
+    pub cds_server_port: Option<u16>,
+
+    /// Look for the config discovery server pod in this namespace only (default: all).
+    #[arg(long, global = true)]
+    pub cds_server_namespace: Option<String>,
 
     /// API to use: ws (the HTTP/WebSocket API stunnerd speaks) or grpc. Same output either way.
     #[arg(long, global = true, value_enum, default_value = "ws")]
@@ -20,11 +42,11 @@ pub struct Cli {
     pub namespace: String,
 
     /// Consider all namespaces.
-    #[arg(short, long = "all-namespaces", global = true)]
+    #[arg(short, long = "all-namespaces", visible_short_alias = 'A', global = true)]
     pub all_namespaces: bool,
 
-    /// Output format.
-    #[arg(short, long, global = true, value_enum, default_value_t = Output::Summary)]
+    /// Output format: summary, json, yaml or jsonpath=TEMPLATE (e.g. jsonpath='{.admin.name}').
+    #[arg(short, long, global = true, default_value = "summary", value_parser = Output::parse)]
     pub output: Output,
 
     /// Keep printing configs as they change (config only).
@@ -39,6 +61,19 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// kubectl's flags for choosing a cluster.
+#[derive(Debug, Args)]
+pub struct ClusterFlags {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the
+    /// in-cluster config).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Get or watch the dataplane configs of Gateways.
@@ -50,25 +85,107 @@ pub enum Command {
     /// Get the licensing status.
     #[command(visible_alias = "license-status")]
     License,
-    /// Get the statuses the operator computed for GatewayClasses, Gateways and routes.
+    /// Read the status of the dataplane (stunnerd) pods of a Gateway, or of every Gateway in
+    /// the namespace.
+    #[command(visible_alias = "dataplane-status")]
     Status {
+        /// Only the pods of this Gateway.
+        gateway: Option<String>,
+        #[command(flatten)]
+        pod: PodFlags,
+    },
+    /// Get the statuses the operator computed for GatewayClasses, Gateways and routes.
+    GatewayStatus {
         /// Only this Gateway among Gateways (routes and classes are filtered by namespace).
         gateway: Option<String>,
+    },
+    /// TURN credentials for a Gateway, as a WebRTC ICE server config (RTCConfiguration) or a
+    /// plain TURN credential, computed from the config the operator serves.
+    #[command(visible_alias = "get-credential")]
+    Auth {
+        /// The Gateway (default: every Gateway in the namespace).
+        gateway: Option<String>,
+        /// User id in an ephemeral (time-windowed) username `<expiry>:<user id>`.
+        #[arg(short, long, default_value = "")]
+        username: String,
+        /// Validity of an ephemeral credential: seconds, or a number with s, m, h or d.
+        #[arg(long, value_parser = parse_ttl, default_value = "1d")]
+        ttl: Duration,
+        /// Print a plain TURN credential ({password, ttl, uris, username}) instead of an ICE
+        /// server config.
+        #[arg(long)]
+        auth_turn_credential: bool,
     },
     /// List the watch clients connected to the server: which version of each config they were
     /// sent, and which they acknowledged or rejected (gRPC clients only acknowledge).
     Clients,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Upstream's flags for reaching dataplane pods.
+#[derive(Debug, Args)]
+pub struct PodFlags {
+    /// Address of a stunnerd to query directly (disables finding the pods in the cluster).
+    #[arg(long)]
+    pub pod_address: Option<String>,
+    /// Only this pod of the Gateway (needs a Gateway name).
+    #[arg(long)]
+    pub pod_name: Option<String>,
+    /// Port of stunnerd's health check, which serves its status.
+    #[arg(long, default_value_t = DEFAULT_HEALTH_CHECK_PORT)]
+    pub pod_port: u16,
+}
+
+#[derive(Debug, Clone)]
 pub enum Output {
     /// Human-readable summary.
     Summary,
     /// One compact JSON document per line.
     Json,
-    /// YAML documents separated by `---`.
+    /// YAML documents separated by `---`, keys sorted as upstream prints them.
+    Yaml,
+    /// A kubectl-style JSONPath template, one line per document.
+    JsonPath(Template),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Summary,
+    Json,
     Yaml,
 }
+
+impl Output {
+    fn parse(raw: &str) -> Result<Output, String> {
+        if let Some(template) = raw.strip_prefix("jsonpath=") {
+            return Template::parse(template).map(Output::JsonPath);
+        }
+        match Format::from_str(raw, false) {
+            Ok(Format::Summary) => Ok(Output::Summary),
+            Ok(Format::Json) => Ok(Output::Json),
+            Ok(Format::Yaml) => Ok(Output::Yaml),
+            Err(_) => Err(format!("invalid value '{raw}': expected summary, json, yaml or jsonpath=TEMPLATE")),
+        }
+    }
+}
+
+/// `90`, `90s`, `15m`, `12h`, `1d`.
+fn parse_ttl(raw: &str) -> Result<Duration, String> {
+    let (number, unit) = match raw.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => raw.split_at(i),
+        None => (raw, "s"),
+    };
+    let n: u64 = number.parse().map_err(|_| format!("invalid TTL '{raw}': expected e.g. 3600, 90m, 12h or 1d"))?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("invalid TTL '{raw}': the unit is s, m, h or d")),
+    };
+    n.checked_mul(scale).filter(|&s| s > 0).map(Duration::from_secs).ok_or_else(|| format!("invalid TTL '{raw}'"))
+}
+
+const _: () = assert!(DEFAULT_TTL.as_secs() == 86_400, "the --ttl default says 1d");
 
 #[cfg(test)]
 mod tests {
@@ -84,11 +201,43 @@ mod tests {
     fn global_flags_go_anywhere() {
         let cli = Cli::try_parse_from(["stunnerctl", "stunner-config", "gw", "-n", "ns", "-o", "yaml", "-w"]).unwrap();
         assert!(matches!(cli.command, Command::Config { gateway: Some(ref g) } if g == "gw"));
-        assert_eq!((cli.namespace.as_str(), cli.output, cli.watch), ("ns", Output::Yaml, true));
+        assert!(matches!(cli.output, Output::Yaml));
+        assert_eq!((cli.namespace.as_str(), cli.watch), ("ns", true));
         let cli = Cli::try_parse_from(["stunnerctl", "-a", "license-status"]).unwrap();
         assert!(cli.all_namespaces && matches!(cli.command, Command::License));
         assert_eq!(cli.transport, Transport::WebSocket, "the default");
         let cli = Cli::try_parse_from(["stunnerctl", "clients", "--transport", "grpc", "-o", "json"]).unwrap();
         assert!(matches!(cli.command, Command::Clients) && cli.transport == Transport::Grpc);
+        let cli = Cli::try_parse_from(["stunnerctl", "config", "-A", "-o", "jsonpath={.admin.name}"]).unwrap();
+        assert!(cli.all_namespaces && matches!(cli.output, Output::JsonPath(_)));
+        let cli = Cli::try_parse_from([
+            "stunnerctl",
+            "--kubeconfig",
+            "/k",
+            "--context",
+            "c",
+            "--cds-server-address",
+            "10.0.0.1",
+            "--cds-server-port",
+            "1",
+            "status",
+            "gw",
+            "--pod-address",
+            "127.0.0.1",
+        ])
+        .unwrap();
+        assert_eq!(cli.cluster.kubeconfig.as_deref(), Some(std::path::Path::new("/k")));
+        assert_eq!((cli.cluster.context.as_deref(), cli.cds_server_port), (Some("c"), Some(1)));
+        assert!(matches!(cli.command, Command::Status { pod: PodFlags { pod_port: 8086, .. }, .. }));
+    }
+
+    #[test]
+    fn ttls() {
+        assert_eq!(parse_ttl("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_ttl("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_ttl("1d").unwrap(), DEFAULT_TTL);
+        for bad in ["", "0", "1w", "h", "-1"] {
+            assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! `stunnerctl config`: get the configs once, or watch them until interrupted.
 
+use super::cli::Cli;
 use super::output::Printer;
 use std::error::Error;
 use stunner_gateway_client::cds::{CdsClient, ConfigScope, WatchEvent};
@@ -9,10 +10,15 @@ pub async fn run(
     client: &CdsClient,
     scope: &ConfigScope,
     watch: bool,
+    cli: &Cli,
     printer: &mut Printer,
 ) -> Result<(), Box<dyn Error>> {
     if !watch {
-        for config in client.configs(scope).await? {
+        let configs = client.configs(scope).await?;
+        if configs.is_empty() {
+            super::output::nothing_found("Gateway configs", cli.all_namespaces, &cli.namespace);
+        }
+        for config in configs {
             printer.config(&config)?;
         }
         return Ok(());

@@ -1,15 +1,21 @@
-//! `stunnerctl`: inspect what the STUNner gateway operator serves, over its config discovery
-//! service. A drop-in for upstream stunnerctl's `config` and `license` commands (given the
-//! server address; no Kubernetes discovery), plus `status` for the operator's own statuses
-//! and `clients` for its client table. `--transport grpc` uses the gRPC API instead of the
-//! HTTP/WebSocket one, with the same output.
+//! `stunnerctl`: inspect STUNner gateways. A drop-in for upstream stunnerctl's `config`,
+//! `license`, `status` and `auth` commands with kubectl's cluster flags: without
+//! `--cds-server-address` the operator's config discovery server is found in the cluster and
+//! reached through a port-forward, as upstream does. Ours besides: `gateway-status` for the
+//! operator's own statuses, `clients` for its client table, `auth` computed from the served
+//! config (no auth service needed), and `--transport grpc` for the gRPC API with the same
+//! output.
 //!
-//! Exit status: 0 on success (including a watch ended by Ctrl-C or SIGTERM), 1 on any error,
-//! with the message on stderr.
+//! Exit status: 0 on success (including a watch ended by Ctrl-C or SIGTERM, and a command that
+//! found nothing, which says so on stderr), 1 on any error, with the message on stderr.
 
+mod auth_cmd;
 mod cli;
 mod clients_cmd;
 mod config_cmd;
+mod connect;
+mod gateway_status_cmd;
+mod jsonpath;
 mod output;
 mod status_cmd;
 mod summary;
@@ -21,7 +27,7 @@ use std::error::Error;
 use std::io::{self, Write};
 use std::process::ExitCode;
 use stunner_gateway::cds::ConfigId;
-use stunner_gateway_client::cds::{CdsClient, ConfigScope, Transport};
+use stunner_gateway_client::cds::{ConfigScope, Transport};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -47,39 +53,66 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
-    let client = CdsClient::new(&cli.cds_server_address)?.with_transport(cli.transport);
-    let mut printer = Printer::new(cli.output);
-    match cli.command {
+    let mut printer = Printer::new(cli.output.clone());
+    if let Command::Status { gateway, pod } = &cli.command {
+        config_flags_unused(&cli)?;
+        return status_cmd::run(&cli, gateway.as_deref(), pod, &mut printer).await;
+    }
+    let cds = connect::cds(&cli).await?;
+    let result = match &cli.command {
         Command::Config { gateway } => {
-            // As upstream: -a wins over a namespace and a Gateway name.
-            let scope = match gateway {
-                _ if cli.all_namespaces => ConfigScope::All,
-                None => ConfigScope::Namespace(cli.namespace),
-                Some(name) => ConfigScope::Gateway { id: ConfigId::new(cli.namespace, name), node: cli.node },
-            };
-            config_cmd::run(&client, &scope, cli.watch, &mut printer).await
+            let scope = scope(&cli, gateway.as_deref(), cli.node.clone());
+            config_cmd::run(&cds.client, &scope, cli.watch, &cli, &mut printer).await
         }
-        Command::License => {
-            config_flags_unused(&cli)?;
-            printer.document(&client.license().await?, summary::license)
-        }
-        Command::Clients => {
-            config_flags_unused(&cli)?;
-            let list = client.clients().await?;
-            printer.document(&clients_cmd::sorted(list), clients_cmd::table)
-        }
-        Command::Status { ref gateway } => {
+        Command::License => match config_flags_unused(&cli) {
+            Ok(()) => async { printer.document(&cds.client.license().await?, summary::license) }.await,
+            Err(e) => Err(e.into()),
+        },
+        Command::Clients => match config_flags_unused(&cli) {
+            Ok(()) => {
+                async {
+                    let list = cds.client.clients().await?;
+                    printer.document(&clients_cmd::sorted(list), clients_cmd::table)
+                }
+                .await
+            }
+            Err(e) => Err(e.into()),
+        },
+        Command::GatewayStatus { gateway } => {
             config_flags_unused(&cli)?;
             if cli.transport != Transport::WebSocket {
-                return Err("status is served over HTTP only: drop --transport".into());
+                return Err("gateway-status is served over HTTP only: drop --transport".into());
             }
-            let filter = status_cmd::Filter {
+            let filter = gateway_status_cmd::Filter {
                 all_namespaces: cli.all_namespaces,
                 namespace: &cli.namespace,
                 gateway: gateway.as_deref(),
             };
-            status_cmd::run(&client, &filter, &mut printer).await
+            gateway_status_cmd::run(&cds.client, &filter, &mut printer).await
         }
+        Command::Auth { gateway, username, ttl, auth_turn_credential } => {
+            config_flags_unused(&cli)?;
+            let req = auth_cmd::Request {
+                scope: scope(&cli, gateway.as_deref(), None),
+                user_id: username,
+                ttl: *ttl,
+                turn_credential: *auth_turn_credential,
+                all_namespaces: cli.all_namespaces,
+                namespace: &cli.namespace,
+            };
+            auth_cmd::run(&cds.client, &req, &mut printer).await
+        }
+        Command::Status { .. } => unreachable!("handled above"),
+    };
+    result.map_err(|e| cds.explain(e))
+}
+
+/// The configs a command is about. As upstream: -a wins over a namespace and a Gateway name.
+fn scope(cli: &Cli, gateway: Option<&str>, node: Option<String>) -> ConfigScope {
+    match gateway {
+        _ if cli.all_namespaces => ConfigScope::All,
+        None => ConfigScope::Namespace(cli.namespace.clone()),
+        Some(name) => ConfigScope::Gateway { id: ConfigId::new(cli.namespace.clone(), name), node },
     }
 }
 

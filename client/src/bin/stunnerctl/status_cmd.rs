@@ -1,63 +1,96 @@
-//! `stunnerctl status`: the operator's statuses, narrowed down like `config` narrows configs.
+//! `stunnerctl status`: what each dataplane pod's stunnerd reports about itself (its `/status`
+//! on the health-check port), read through a port-forward to each pod as upstream does, or
+//! from one stunnerd given by `--pod-address`.
 
-use super::output::Printer;
-use super::summary;
+use super::cli::{Cli, PodFlags};
+use super::connect::cluster_options;
+use super::output::{Printer, nothing_found};
 use std::error::Error;
-use stunner_gateway_client::cds::{CdsClient, ObjectStatus, StatusList};
+use std::time::Duration;
+use stunner_gateway_client::cds::Timeouts;
+use stunner_gateway_client::cluster::{self, PortForward, pod_key};
+use stunner_gateway_client::dataplane::{self, DataplaneStatus};
 
-/// Which objects to show: `-a` or one namespace; with a Gateway name, only that Gateway among
-/// the Gateways (its routes and the classes stay, filtered by namespace as usual).
-pub struct Filter<'a> {
-    pub all_namespaces: bool,
-    pub namespace: &'a str,
-    pub gateway: Option<&'a str>,
-}
+/// Upstream's per-pod HTTP timeout.
+const TIMEOUTS: Timeouts = Timeouts { connect: Duration::from_secs(5), request: Duration::from_secs(5) };
 
-impl Filter<'_> {
-    fn keeps(&self, o: &ObjectStatus) -> bool {
-        (self.all_namespaces || o.namespace == self.namespace)
-            && (o.kind != "Gateway" || self.gateway.is_none_or(|g| o.name == g))
+pub async fn run(
+    cli: &Cli,
+    gateway: Option<&str>,
+    flags: &PodFlags,
+    printer: &mut Printer,
+) -> Result<(), Box<dyn Error>> {
+    if let Some(address) = &flags.pod_address {
+        let addr = with_port(address, flags.pod_port);
+        let status = dataplane::status(&addr, TIMEOUTS).await?;
+        return print(printer, &addr, &status);
     }
-}
-
-pub async fn run(client: &CdsClient, filter: &Filter<'_>, printer: &mut Printer) -> Result<(), Box<dyn Error>> {
-    let list = client.statuses().await?;
-    let items: Vec<ObjectStatus> = list.items.into_iter().filter(|o| filter.keeps(o)).collect();
-    if let Some(gateway) = filter.gateway
-        && !items.iter().any(|o| o.kind == "Gateway")
-    {
-        let which = if filter.all_namespaces {
-            format!("{gateway} (in any namespace)")
-        } else {
-            format!("{}/{gateway}", filter.namespace)
+    if flags.pod_name.is_some() && (gateway.is_none() || cli.all_namespaces) {
+        return Err("--pod-name needs a gateway name and a namespace (not -A)".into());
+    }
+    let kube = cluster_options(&cli.cluster).client().await?;
+    let namespace = (!cli.all_namespaces).then_some(cli.namespace.as_str());
+    let pods = cluster::dataplane_pods(&kube, namespace, gateway, flags.pod_name.as_deref()).await?;
+    if pods.is_empty() {
+        let what = match gateway {
+            Some(gw) if !cli.all_namespaces => format!("dataplane pods of gateway {}/{gw}", cli.namespace),
+            _ => "dataplane pods".into(),
         };
-        return Err(
-            format!("gateway {which} has no status on the config discovery server at {}", client.server()).into()
-        );
+        nothing_found(&what, cli.all_namespaces, &cli.namespace);
+        return Ok(());
     }
-    printer.document(&StatusList { items }, summary::statuses)
+    let mut failed = 0;
+    for pod in &pods {
+        let key = pod_key(pod);
+        let result = async {
+            let forward = PortForward::start(kube.clone(), pod, flags.pod_port).await?;
+            dataplane::status(&forward.local_addr().to_string(), TIMEOUTS).await.map_err(|e| {
+                let why = forward.last_error().map(|w| format!(" (port-forward: {w})")).unwrap_or_default();
+                Box::<dyn Error>::from(format!("{e}{why}"))
+            })
+        };
+        match result.await {
+            Ok(status) => print(printer, &key, &status)?,
+            Err(e) => {
+                // As upstream, one pod that does not answer does not hide the others.
+                super::warn(&format!("pod {key}: {e}"));
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} of {} dataplane pods did not report a status", pods.len()).into());
+    }
+    Ok(())
+}
+
+/// Upstream joins `--pod-address` and `--pod-port`; an address with a port of its own keeps it.
+fn with_port(address: &str, port: u16) -> String {
+    if address.parse::<std::net::Ipv6Addr>().is_ok() {
+        return format!("[{address}]:{port}");
+    }
+    let has_port = match address.rfind(']') {
+        Some(end) => address[end..].contains(':'),
+        None => address.contains(':'),
+    };
+    if has_port { address.to_string() } else { format!("{address}:{port}") }
+}
+
+/// Upstream's layout: the pod (or address), then its tab-indented status summary.
+fn print(printer: &mut Printer, label: &str, status: &DataplaneStatus) -> Result<(), Box<dyn Error>> {
+    printer.text(&status.value, |_| format!("{label}:\n\t{}\n", status.status.summary()), |_| status.json.clone())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn obj(kind: &str, namespace: &str, name: &str) -> ObjectStatus {
-        ObjectStatus { kind: kind.into(), namespace: namespace.into(), name: name.into(), ..Default::default() }
-    }
-
     #[test]
-    fn filters_by_namespace_and_gateway_name() {
-        let items = [
-            obj("GatewayClass", "", "gc"),
-            obj("Gateway", "a", "g1"),
-            obj("Gateway", "a", "g2"),
-            obj("UDPRoute", "a", "r"),
-        ];
-        let kept = |f: Filter| items.iter().filter(|o| f.keeps(o)).map(ObjectStatus::key).collect::<Vec<_>>();
-        assert_eq!(kept(Filter { all_namespaces: false, namespace: "a", gateway: None }), ["a/g1", "a/g2", "a/r"]);
-        assert_eq!(kept(Filter { all_namespaces: false, namespace: "a", gateway: Some("g2") }), ["a/g2", "a/r"]);
-        assert_eq!(kept(Filter { all_namespaces: true, namespace: "b", gateway: None }), ["gc", "a/g1", "a/g2", "a/r"]);
-        assert!(kept(Filter { all_namespaces: false, namespace: "b", gateway: None }).is_empty());
+    fn pod_address_takes_the_port() {
+        assert_eq!(with_port("10.0.0.1", 8086), "10.0.0.1:8086");
+        assert_eq!(with_port("10.0.0.1:1", 8086), "10.0.0.1:1");
+        assert_eq!(with_port("::1", 8086), "[::1]:8086");
+        assert_eq!(with_port("[::1]:2", 8086), "[::1]:2");
+        assert_eq!(with_port("localhost", 1), "localhost:1");
     }
 }

@@ -1,0 +1,87 @@
+//! Reaching the STUNner pods of a cluster the way kubectl does: a kubeconfig (`--kubeconfig`,
+//! `$KUBECONFIG`, `~/.kube/config`) with an optional context, or the in-cluster config of a
+//! pod; finding the operator's config discovery server and the dataplane pods by their labels
+//! (as upstream stunnerctl does); and port-forwards to them through the API server, served on
+//! a loopback listener so that every client of this crate (HTTP, WebSocket, gRPC) works over
+//! them unchanged.
+//!
+//! `discovery` picks the pods, `portforward` carries connections to them.
+
+mod discovery;
+mod portforward;
+
+pub use discovery::{
+    APP_LABEL, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL, cds_pod,
+    dataplane_pods, dataplane_selector, pod_key,
+};
+pub use portforward::PortForward;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use std::path::PathBuf;
+
+/// Default port of stunnerd's health check, which also serves `/status` (`DefaultHealthCheckPort`).
+pub const DEFAULT_HEALTH_CHECK_PORT: u16 = 8086;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot load the Kubernetes config: {0}")]
+    Config(String),
+
+    #[error("Kubernetes API request failed: {0}")]
+    Api(#[from] kube::Error),
+
+    /// No pod carries the CDS label where we looked.
+    #[error(
+        "no config discovery server found {where_}: no pod is labelled {CDS_LABEL}=enabled \
+         (is the STUNner gateway operator running? give --cds-server-address to connect directly)"
+    )]
+    NoCdsServer { where_: String },
+
+    #[error("pod {pod} not found among the dataplane pods of gateway {gateway}")]
+    NoSuchPod { pod: String, gateway: String },
+
+    #[error("cannot port-forward to pod {pod} port {port}: {reason}")]
+    PortForward { pod: String, port: u16, reason: String },
+}
+
+/// Which cluster to talk to, as kubectl's flags choose it.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// A kubeconfig file; without it `$KUBECONFIG` or `~/.kube/config`, else the in-cluster config.
+    pub kubeconfig: Option<PathBuf>,
+    /// A context of the kubeconfig other than its current one.
+    pub context: Option<String>,
+}
+
+impl ClusterOptions {
+    /// A client of the chosen cluster. Like kubectl, a kubeconfig named explicitly (or a
+    /// context, which needs one) must load; otherwise the default kubeconfig is tried first
+    /// and the in-cluster config after it.
+    pub async fn client(&self) -> Result<Client, ClusterError> {
+        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
+        let config = match &self.kubeconfig {
+            Some(path) => {
+                let kubeconfig = Kubeconfig::read_from(path)
+                    .map_err(|e| ClusterError::Config(format!("{}: {e}", path.display())))?;
+                Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(|e| config_error(&e))?
+            }
+            None if self.context.is_some() => Config::from_kubeconfig(&options).await.map_err(|e| config_error(&e))?,
+            None => Config::infer().await.map_err(|e| config_error(&e))?,
+        };
+        Client::try_from(config).map_err(ClusterError::Api)
+    }
+}
+
+/// The error with its causes, which kube's top-level messages leave out ("failed to load the
+/// kubeconfig" says nothing about which file or why).
+fn config_error(e: &dyn std::error::Error) -> ClusterError {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    ClusterError::Config(text)
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Builds the container images of the single-node test cluster without Docker or a registry:
+# each is an OCI image-layout tarball, out/<NAME>.tar, written by oci-archive.py from binaries
+# built here, that `ctr -n k8s.io images import --all-platforms out/<NAME>.tar` names as below.
+#   pause     registry.k8s.io/pause:3.10        pause/pause.c, gcc -static
+#   operator  ghcr.io/l7mp/stunner-gateway-operator-rs:latest  (the Helm chart's default image)
+#                                               cargo build --release; the binary, the shared
+#                                               libraries ldd lists, uid/gid 65532 nonroot
+#   stunnerd  docker.io/l7mp/stunnerd:latest    (the operator's default dataplane image)
+#                                               github.com/l7mp/stunner/cmd/stunnerd at the
+#                                               version pinned in tests/interop/go.mod, CGO_ENABLED=0
+#   coredns   registry.k8s.io/coredns/coredns:<v> cmd/coredns: the CoreDNS module (go.mod) with
+#                                               the plugins a cluster DNS needs, CGO_ENABLED=0
+#   udp-echo  localhost/stunner-test/udp-echo:latest  cmd/udp-echo, CGO_ENABLED=0
+# Idempotent: an archive is rebuilt only when older than one of its inputs.
+# Usage: build.sh [--force] [NAME...]   (no NAME: all of them)
+# Needs python3, gcc with a static libc (libc6-dev), go (module proxy reachable on first use),
+# cargo and ldd.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+out="$here/out"
+work="$out/build"
+mkdir -p "$work"
+
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+force=0
+names=()
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) names+=("$arg") ;;
+  esac
+done
+all=(pause operator stunnerd coredns udp-echo)
+[[ ${#names[@]} -gt 0 ]] || names=("${all[@]}")
+
+# fresh TARGET INPUT...: TARGET exists and is newer than every INPUT.
+fresh() {
+  local target="$1" f
+  shift
+  [[ $force -eq 0 && -e "$target" ]] || return 1
+  for f in "$@"; do
+    [[ "$target" -nt "$f" ]] || return 1
+  done
+}
+
+pack() { python3 "$here/oci-archive.py" "$@"; }
+
+# The Go sources of one command under cmd/, for freshness checks.
+go_inputs() { find "$here/cmd/$1" -type f -name '*.go' -print; }
+
+# go_build OUTPUT PKG: a static, stripped, reproducible binary from the tests/images module.
+go_build() {
+  (cd "$here" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -trimpath \
+      -ldflags "-s -w ${3:-}" -o "$1.tmp" "$2")
+  mv -f "$1.tmp" "$1"
+}
+
+build_pause() {
+  local bin="$work/pause" tar="$out/pause.tar"
+  fresh "$tar" "$here/pause/pause.c" "$here/oci-archive.py" "$here/build.sh" && return 2
+  gcc -static -Os -Wall -Wextra -Werror -o "$bin" "$here/pause/pause.c"
+  strip "$bin"
+  pack --ref registry.k8s.io/pause:3.10 --out "$tar" --user 65535:65535 \
+    --file "$bin=/pause" --entrypoint /pause
+}
+
+# The operator's reference: the Helm chart's default (image.repository:image.tag of values.yaml),
+# the image deploy/manifests/operator.yaml names too (tests/deploy.rs pins both).
+operator_ref() {
+  local values="$root/deploy/helm/stunner-gateway-operator/values.yaml" repo tag
+  repo="$(awk '/^image:/ {i=1; next} i && $1=="repository:" {print $2; exit}' "$values")"
+  tag="$(awk '/^image:/ {i=1; next} i && $1=="tag:" {gsub(/"/, "", $2); print $2; exit}' "$values")"
+  [[ -n "$repo" && -n "$tag" ]] || { echo "build.sh: no image.repository/image.tag in $values" >&2; return 1; }
+  echo "$repo:$tag"
+}
+
+# The dataplane's reference: the operator's default stunnerd image (DEFAULT_IMAGE in
+# src/render/deployment.rs), normalized the way containerd and the kubelet do (docker.io/).
+stunnerd_ref() {
+  local src="$root/src/render/deployment.rs" ref
+  ref="$(sed -n 's/^pub const DEFAULT_IMAGE: &str = "\(.*\)";$/\1/p' "$src")"
+  [[ -n "$ref" ]] || { echo "build.sh: no DEFAULT_IMAGE in $src" >&2; return 1; }
+  case "${ref%%/*}" in
+    *.*|*:*|localhost) ;;                                    # names a registry already
+    *) [[ "$ref" == */* ]] && ref="docker.io/$ref" || ref="docker.io/library/$ref" ;;
+  esac
+  echo "$ref"
+}
+
+build_operator() {
+  local bin="$root/target/release/stunner-gateway-operator" tar="$out/operator.tar" ref
+  ref="$(operator_ref)"
+  # cargo decides itself whether the binary is stale (a no-op of a few seconds when it is not)
+  (cd "$root" && cargo build --release -p stunner-gateway-operator --locked)
+  fresh "$tar" "$bin" "$root/deploy/helm/stunner-gateway-operator/values.yaml" \
+    "$here/oci-archive.py" "$here/build.sh" && return 2
+  local files=(--file "$bin=/stunner-gateway-operator")
+  # exactly the shared objects the binary loads: `libx.so => /path (addr)` and the loader `/path (addr)`
+  local lib
+  while read -r lib; do
+    files+=(--file "$(readlink -f "$lib")=$lib")
+  done < <(ldd "$bin" | awk '$2=="=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > "$work/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' > "$work/group"
+  pack --ref "$ref" --out "$tar" \
+    --user 65532:65532 --entrypoint /stunner-gateway-operator \
+    --file "$work/passwd=/etc/passwd:644" --file "$work/group=/etc/group:644" \
+    --dir /tmp:1777 --dir /home/nonroot "${files[@]}"
+}
+
+build_stunnerd() {
+  local mod="$root/tests/interop" bin="$work/stunnerd" tar="$out/stunnerd.tar" pin ref
+  ref="$(stunnerd_ref)"
+  pin="$(awk '$1=="require" && $2=="github.com/l7mp/stunner" {print $3; exit}
+              $1=="github.com/l7mp/stunner" {print $2; exit}' "$mod/go.mod")"
+  [[ -n "$pin" ]] || { echo "build.sh: no github.com/l7mp/stunner version in $mod/go.mod" >&2; return 1; }
+  fresh "$tar" "$mod/go.mod" "$mod/go.sum" "$root/src/render/deployment.rs" \
+    "$here/oci-archive.py" "$here/build.sh" && return 2
+  # built in the interop module, so the image and the interop tests run the same pinned version
+  # (tests/interop/build.sh builds with cgo; a container image wants a static binary)
+  (cd "$mod" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -trimpath \
+      -ldflags "-s -w -X main.version=$pin -X main.commitHash=proxy -X main.buildDate=n/a" \
+      -o "$bin.tmp" github.com/l7mp/stunner/cmd/stunnerd)
+  mv -f "$bin.tmp" "$bin"
+  pack --ref "$ref" --out "$tar" --user 65532:65532 \
+    --dir /tmp:1777 --file "$bin=/usr/bin/stunnerd" --entrypoint /usr/bin/stunnerd
+}
+
+coredns_version() {
+  awk '$1=="github.com/coredns/coredns" {print $2; exit}
+       $1=="require" && $2=="github.com/coredns/coredns" {print $3; exit}' "$here/go.mod"
+}
+
+build_coredns() {
+  local bin="$work/coredns" tar="$out/coredns.tar" version
+  version="$(coredns_version)"
+  mapfile -t srcs < <(go_inputs coredns)
+  fresh "$tar" "${srcs[@]}" "$here/go.mod" "$here/go.sum" "$here/oci-archive.py" "$here/build.sh" && return 2
+  go_build "$bin" ./cmd/coredns "-X github.com/coredns/coredns/coremain.GitCommit=proxy"
+  pack --ref "registry.k8s.io/coredns/coredns:$version" --out "$tar" --user 65532:65532 \
+    --file "$bin=/coredns" --entrypoint /coredns --expose 53/udp --expose 53/tcp
+}
+
+build_udp-echo() {
+  local bin="$work/udp-echo" tar="$out/udp-echo.tar"
+  mapfile -t srcs < <(go_inputs udp-echo)
+  fresh "$tar" "${srcs[@]}" "$here/go.mod" "$here/oci-archive.py" "$here/build.sh" && return 2
+  go_build "$bin" ./cmd/udp-echo
+  pack --ref localhost/stunner-test/udp-echo:latest --out "$tar" --user 65532:65532 \
+    --file "$bin=/udp-echo" --entrypoint /udp-echo --expose 9001/udp
+}
+
+summary=()
+failed=0
+for name in "${names[@]}"; do
+  if ! declare -F "build_$name" >/dev/null; then
+    echo "build.sh: unknown image '$name' (known: ${all[*]})" >&2
+    exit 2
+  fi
+  t0=$SECONDS
+  rc=0
+  "build_$name" || rc=$?
+  case $rc in
+    0) summary+=("  $name: built in $((SECONDS - t0))s, $(du -h "$out/$name.tar" | cut -f1)") ;;
+    2) summary+=("  $name: up to date") ;;
+    *) summary+=("  $name: BUILD FAILED"); failed=1 ;;
+  esac
+done
+echo "test images -> $out"
+printf '%s\n' "${summary[@]}"
+exit $failed
