@@ -15,20 +15,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -37,22 +28,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
-	"go.etcd.io/etcd/server/v3/embed"
-
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/component-base/cli/globalflag"
-	basecompatibility "k8s.io/component-base/compatibility"
-	"k8s.io/component-base/featuregate"
-	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
-
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 )
 
 const (
@@ -63,6 +41,19 @@ const (
 )
 
 func main() {
+	// The same binary also runs the node's other components and the node itself.
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "component":
+			os.Exit(runComponent(os.Args[2:]))
+		case "node":
+			if err := runNode(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "node: %v\n", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "apiserver: %v\n", err)
 		os.Exit(1)
@@ -183,52 +174,11 @@ func run() error {
 	}
 	args = append(args, extraArgs...)
 
-	s := options.NewServerRunOptions()
-	featureGate := s.GenericServerRunOptions.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
-	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
-	namedFlagSets := s.Flags()
-	globalflag.AddGlobalFlags(namedFlagSets.FlagSet("global"), "kube-apiserver", logs.SkipLoggingConfigurationFlags())
-	for _, f := range namedFlagSets.FlagSets {
-		fs.AddFlagSet(f)
-	}
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("kube-apiserver flags: %w", err)
-	}
-	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
-		return err
-	}
-	rest.SetDefaultWarningHandler(rest.NoWarnings{})
-	if err := logsapi.ValidateAndApply(s.Logs, featureGate); err != nil {
-		return err
-	}
-	s.SecureServing.Listener = ln
-
-	completed, err := s.Complete(ctx)
+	api, err := startKubeAPIServer(ctx, ln, args)
 	if err != nil {
-		return fmt.Errorf("kube-apiserver options: %w", err)
+		return err
 	}
-	if errs := completed.Validate(); len(errs) != 0 {
-		return fmt.Errorf("kube-apiserver options: %w", utilerrors.NewAggregate(errs))
-	}
-	featureGate.(featuregate.MutableFeatureGate).AddMetrics()
-
-	apiCtx, apiCancel := context.WithCancel(ctx)
-	// apiDone is closed when app.Run returns; apiErr is its result.
-	apiDone := make(chan struct{})
-	var apiErr error
-	go func() { apiErr = app.Run(apiCtx, completed); close(apiDone) }()
-	shutdownAPI := func() {
-		apiCancel()
-		select {
-		case <-apiDone:
-			if apiErr != nil {
-				klog.Errorf("apiserver harness: kube-apiserver: %v", apiErr)
-			}
-		case <-time.After(60 * time.Second):
-			klog.Errorf("apiserver harness: kube-apiserver did not stop within 60s")
-		}
-		klog.Infof("apiserver harness: kube-apiserver stopped")
-	}
+	apiDone, shutdownAPI := api.done, api.shutdown
 
 	caPEM, err := os.ReadFile(pki.caCert)
 	if err != nil {
@@ -236,7 +186,7 @@ func run() error {
 	}
 	adminCfg := &rest.Config{Host: host, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}}
 
-	if err := waitReady(ctx, adminCfg, apiDone, &apiErr, stop, *readyTimeout); err != nil {
+	if err := waitReady(ctx, adminCfg, apiDone, &api.err, stop, *readyTimeout); err != nil {
 		shutdownAPI()
 		return err
 	}
@@ -274,7 +224,7 @@ func run() error {
 	case why := <-stop:
 		fmt.Fprintf(os.Stderr, "apiserver harness: %s, shutting down\n", why)
 	case <-apiDone:
-		return fmt.Errorf("kube-apiserver exited: %v", apiErr)
+		return fmt.Errorf("kube-apiserver exited: %v", api.err)
 	}
 	shutdownAPI()
 	if *dir != "" {
@@ -283,94 +233,6 @@ func run() error {
 		_ = os.Remove(filepath.Join(outDir, "operator.kubeconfig"))
 	}
 	return nil
-}
-
-// startEtcd starts a single-member etcd on 127.0.0.1 ports picked by the kernel, with
-// its data in work/etcd. With reuse, existing data and the ports of the previous run
-// (work/etcd-ports) are kept.
-func startEtcd(work, logLevel string, reuse bool) (*embed.Etcd, string, error) {
-	dataDir := filepath.Join(work, "etcd")
-	portsFile := filepath.Join(work, "etcd-ports")
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		var ports []int
-		var err error
-		var a, b int
-		if data, rerr := os.ReadFile(portsFile); reuse && rerr == nil {
-			if _, err := fmt.Sscanf(string(data), "%d %d", &a, &b); err != nil {
-				return nil, "", fmt.Errorf("%s: %w", portsFile, err)
-			}
-			ports = []int{a, b}
-		} else {
-			if ports, err = freePorts(2); err != nil {
-				return nil, "", err
-			}
-		}
-		cURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", ports[0]))
-		pURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", ports[1]))
-
-		cfg := embed.NewConfig()
-		cfg.Name = "harness"
-		cfg.Dir = dataDir
-		cfg.ListenClientUrls = []url.URL{*cURL}
-		cfg.AdvertiseClientUrls = []url.URL{*cURL}
-		cfg.ListenPeerUrls = []url.URL{*pURL}
-		cfg.AdvertisePeerUrls = []url.URL{*pURL}
-		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-		cfg.LogLevel = logLevel
-		cfg.LogOutputs = []string{"stderr"}
-		cfg.UnsafeNoFsync = true // test data only; much faster on shared disks
-		cfg.QuotaBackendBytes = 256 << 20
-
-		if !reuse {
-			_ = os.RemoveAll(dataDir)
-		}
-		e, err := embed.StartEtcd(cfg)
-		if err != nil {
-			lastErr = err // most likely a port taken between freePorts and bind
-			if reuse {
-				time.Sleep(time.Second) // the previous run's sockets may still be closing
-			}
-			continue
-		}
-		select {
-		case <-e.Server.ReadyNotify():
-			if reuse {
-				if err := os.WriteFile(portsFile, []byte(fmt.Sprintf("%d %d\n", ports[0], ports[1])), 0o600); err != nil {
-					e.Close()
-					return nil, "", err
-				}
-			}
-			return e, cURL.String(), nil
-		case err := <-e.Err():
-			e.Close()
-			lastErr = err
-		case <-time.After(60 * time.Second):
-			e.Server.Stop()
-			e.Close()
-			return nil, "", errors.New("etcd did not become ready within 60s")
-		}
-	}
-	return nil, "", lastErr
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 type pkiFiles struct {
@@ -406,75 +268,26 @@ func writePKI(work, outDir string, reuse bool) (*pkiFiles, error) {
 			return p, os.WriteFile(filepath.Join(outDir, "ca.crt"), caPEM, 0o600)
 		}
 	}
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newCertAuthority("stunner-test-apiserver-ca")
 	if err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "stunner-test-apiserver-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	srvCert, srvKey, err := ca.issue(certSpec{commonName: "kube-apiserver", server: true,
+		ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}, dnsNames: kubernetesDNSNames})
 	if err != nil {
 		return nil, err
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	saKey, err := newECKeyPEM()
 	if err != nil {
 		return nil, err
 	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-			"kubernetes.default.svc.cluster.local"},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	writes := []struct {
-		path string
-		data []byte
-	}{
-		{p.caCert, caPEM},
-		{filepath.Join(outDir, "ca.crt"), caPEM},
-		{p.servingCert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER})},
-		{p.servingKey, ecKeyPEM(srvKey)},
-		{p.saKey, ecKeyPEM(saKey)},
-	}
-	for _, w := range writes {
-		if err := os.WriteFile(w.path, w.data, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
-}
-
-func ecKeyPEM(k *ecdsa.PrivateKey) []byte {
-	der, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		panic(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	return p, writeFiles([]fileWrite{
+		{p.caCert, ca.pem},
+		{filepath.Join(outDir, "ca.crt"), ca.pem},
+		{p.servingCert, srvCert},
+		{p.servingKey, srvKey},
+		{p.saKey, saKey},
+	})
 }
 
 // readTokens returns the admin and operator tokens of a token file written by a
@@ -493,38 +306,4 @@ func readTokens(path string) ([2]string, error) {
 		out[i], _, _ = strings.Cut(lines[i], ",")
 	}
 	return out, nil
-}
-
-// listenRetry listens on addr, retrying while the port is still held (by a previous
-// run that is shutting down) for up to wait.
-func listenRetry(addr string, wait time.Duration) (net.Listener, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil || time.Now().After(deadline) {
-			return ln, err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func randToken() string {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-func writeKubeconfig(path, host string, caPEM []byte, user, token string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["harness"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[user] = &clientcmdapi.Context{Cluster: "harness", AuthInfo: user, Namespace: "default"}
-	cfg.CurrentContext = user
-	tmp := path + ".tmp"
-	if err := clientcmd.WriteToFile(*cfg, tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -1,0 +1,268 @@
+//! A real single-node Kubernetes cluster for end-to-end tests (issue #14): `apiserver node`
+//! from `tests/apiserver` runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+//! kubelet, kube-proxy, containerd with runc and the CNI bridge, and CoreDNS, with the images of
+//! `tests/images/out` imported (see tests/apiserver/README.md, "Node mode"). Needs root.
+//!
+//! A test crate uses it with `mod e2e; mod node;` (this module uses the e2e helpers).
+//! [`Node::start`] returns once the node is Ready and CoreDNS answers; dropping the [`Node`]
+//! tears it all down and leaves the machine as it was. One node runs on a machine at a time:
+//! a second `start` waits for the first node to go. On a failed test, the tail of every
+//! component's log is printed and the logs stay in [`Node::dir`].
+
+#![allow(dead_code)] // each test crate uses its own subset
+
+use crate::e2e::{client_from, repo_root};
+use kube::Client;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+/// The images the node imports (tests/images/build.sh writes them).
+pub const UDP_ECHO_IMAGE: &str = "localhost/stunner-test/udp-echo:latest";
+pub const STUNNERD_IMAGE: &str = "docker.io/l7mp/stunnerd:latest";
+pub const OPERATOR_IMAGE: &str = "ghcr.io/l7mp/stunner-gateway-operator-rs:latest";
+
+/// Bring-up takes 1-3 minutes on a busy machine, plus the wait for a node another test runs.
+const START_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// Teardown kills what is left after this, so a hung component cannot hang the test run.
+const STOP_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// `node.json`, written by the node before READY.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFacts {
+    pub node_name: String,
+    #[serde(rename = "nodeIP")]
+    pub node_ip: Ipv4Addr,
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: String,
+    #[serde(rename = "serviceCIDR")]
+    pub service_cidr: String,
+    #[serde(rename = "clusterDNS")]
+    pub cluster_dns: Ipv4Addr,
+    pub cluster_domain: String,
+    pub api_server: String,
+    pub images: Vec<String>,
+    pub logs: BTreeMap<String, PathBuf>,
+}
+
+/// A running node. Drop tears it down (about 10-30 s) and waits for that.
+pub struct Node {
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    /// The node's output directory: kubeconfigs, ca.crt, node.json, logs/.
+    pub dir: PathBuf,
+    /// `system:masters`.
+    pub kubeconfig: PathBuf,
+    pub node_ip: Ipv4Addr,
+    pub facts: NodeFacts,
+    /// Every component's log (the node's own is `node.log`), by component name.
+    pub logs: BTreeMap<String, PathBuf>,
+    pub admin: Client,
+}
+
+/// The multi-call binary that runs the node.
+pub fn node_bin() -> PathBuf {
+    let bin = repo_root().join("tests/apiserver/bin/apiserver");
+    assert!(bin.exists(), "{} is missing: run tests/apiserver/build.sh (or scripts/test)", bin.display());
+    bin
+}
+
+/// Where the image archives are (`STUNNER_TEST_IMAGES`, default tests/images/out).
+pub fn images_dir() -> PathBuf {
+    std::env::var_os("STUNNER_TEST_IMAGES").map(PathBuf::from).unwrap_or_else(|| repo_root().join("tests/images/out"))
+}
+
+impl Node {
+    /// Brings a node up for `test`, with its files in a fresh directory under the temp dir.
+    pub async fn start(test: &str) -> Node {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "the real-node tests need root (they create a bridge, iptables rules and mounts)");
+        let dir = std::env::temp_dir().join(format!("stunner-node-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let node_log = dir.join("node.log");
+        let mut child = Command::new(node_bin())
+            .args(["node", "--dir", dir.to_str().unwrap(), "--images", images_dir().to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&node_log).unwrap())
+            .spawn()
+            .expect("start tests/apiserver/bin/apiserver node");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let ready = tokio::task::spawn_blocking(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(l) if l.starts_with("READY ") => return Ok(()),
+                    Ok(_) => continue,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Err("the node exited before READY".to_string())
+        });
+        let outcome = match tokio::time::timeout(START_TIMEOUT, ready).await {
+            Ok(Ok(Ok(()))) => std::fs::read(dir.join("node.json"))
+                .map_err(|e| e.to_string())
+                .and_then(|json| serde_json::from_slice::<NodeFacts>(&json).map_err(|e| e.to_string()))
+                .map_err(|e| format!("node.json: {e}")),
+            other => Err(format!("{other:?}")),
+        };
+        let mut logs = component_logs(&dir);
+        logs.insert("node".into(), node_log);
+        let facts = match outcome {
+            Ok(facts) => facts,
+            Err(e) => {
+                drop(stdin);
+                let _ = wait_bounded(&mut child, STOP_TIMEOUT);
+                panic!("the node did not come up ({e})\n{}", log_tails(&logs));
+            }
+        };
+        let kubeconfig = dir.join("admin.kubeconfig");
+        let admin = client_from(&kubeconfig).await;
+        Node { child: Some(child), stdin, node_ip: facts.node_ip, kubeconfig, facts, logs, admin, dir }
+    }
+
+    /// The last lines of every component's log, for a failure message.
+    pub fn log_tails(&self) -> String {
+        log_tails(&self.logs)
+    }
+
+    /// Tears the node down and waits until it has (also what drop does); returns whether
+    /// the node exited cleanly.
+    pub fn stop(&mut self) -> bool {
+        drop(self.stdin.take());
+        match self.child.take() {
+            Some(mut child) => wait_bounded(&mut child, STOP_TIMEOUT),
+            None => true,
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let failed = std::thread::panicking();
+        if failed {
+            eprintln!("{}", self.log_tails());
+        }
+        let clean = self.stop();
+        if failed || !clean {
+            eprintln!("node: logs kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Waits for the child to exit, up to `timeout`; kills it after that. True if it exited
+/// by itself with status 0.
+fn wait_bounded(child: &mut Child, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.success();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+fn component_logs(dir: &Path) -> BTreeMap<String, PathBuf> {
+    let mut logs = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir(dir.join("logs")) {
+        for e in entries.flatten() {
+            let path = e.path();
+            if let Some(name) = path.file_stem().and_then(|s| s.to_str()) {
+                logs.insert(name.to_string(), path.clone());
+            }
+        }
+    }
+    logs
+}
+
+/// The last 40 lines (at most 16 KiB) of each log.
+fn log_tails(logs: &BTreeMap<String, PathBuf>) -> String {
+    const MAX: u64 = 16 << 10;
+    let mut out = String::new();
+    for (name, path) in logs {
+        let mut text = String::new();
+        if let Ok(mut f) = std::fs::File::open(path) {
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            let _ = f.seek(SeekFrom::Start(len.saturating_sub(MAX)));
+            let mut bytes = Vec::new();
+            let _ = f.read_to_end(&mut bytes);
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(40)..];
+        out.push_str(&format!("---- {name} ({}) ----\n{}\n", path.display(), tail.join("\n")));
+    }
+    out
+}
+
+/// Asks the DNS server at `server` for the A records of `name` over UDP (one query, bounded
+/// wait), as a pod's resolver would ask the cluster DNS.
+pub async fn resolve_a(server: Ipv4Addr, name: &str) -> std::io::Result<Vec<Ipv4Addr>> {
+    use std::io::{Error, ErrorKind};
+    let id: u16 = 0x5354;
+    let mut q = Vec::with_capacity(512);
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]); // RD, one question
+    for label in name.trim_end_matches('.').split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]); // root, type A, class IN
+    let sock = tokio::net::UdpSocket::bind("0.0.0.0:0").await?;
+    sock.send_to(&q, (server, 53)).await?;
+    let mut buf = [0u8; 1500];
+    let n = tokio::time::timeout(Duration::from_secs(5), sock.recv(&mut buf))
+        .await
+        .map_err(|_| Error::new(ErrorKind::TimedOut, "no DNS answer in 5 s"))??;
+    parse_a_records(&buf[..n], id).ok_or_else(|| Error::new(ErrorKind::InvalidData, "malformed DNS answer"))
+}
+
+/// The A records in a DNS response to query `id` (None if it is not a well-formed one).
+fn parse_a_records(msg: &[u8], id: u16) -> Option<Vec<Ipv4Addr>> {
+    if msg.len() < 12 || u16::from_be_bytes([msg[0], msg[1]]) != id || msg[2] & 0x80 == 0 {
+        return None;
+    }
+    let qd = u16::from_be_bytes([msg[4], msg[5]]);
+    let an = u16::from_be_bytes([msg[6], msg[7]]);
+    let mut at = 12;
+    let skip_name = |mut at: usize| -> Option<usize> {
+        loop {
+            let len = *msg.get(at)? as usize;
+            if len & 0xc0 == 0xc0 {
+                return Some(at + 2);
+            }
+            at += 1 + len;
+            if len == 0 {
+                return Some(at);
+            }
+        }
+    };
+    for _ in 0..qd {
+        at = skip_name(at)? + 4;
+    }
+    let mut out = Vec::new();
+    for _ in 0..an {
+        at = skip_name(at)?;
+        let rr = msg.get(at..at + 10)?;
+        let (rtype, rdlen) = (u16::from_be_bytes([rr[0], rr[1]]), u16::from_be_bytes([rr[8], rr[9]]) as usize);
+        at += 10;
+        let data = msg.get(at..at + rdlen)?;
+        if rtype == 1 && rdlen == 4 {
+            out.push(Ipv4Addr::new(data[0], data[1], data[2], data[3]));
+        }
+        at += rdlen;
+    }
+    Some(out)
+}
