@@ -6,6 +6,9 @@
 //	deploytool helm-template <chart> [--set k=v ...] [--namespace ns] [--release name]
 //	deploytool helm-package <chart> <outdir>     prints the path of the .tgz
 //	deploytool kustomize <dir>
+//	deploytool helm-install <chart> [--kubeconfig f] [-n ns] [--release name] [--set k=v ...] [--create-namespace] [--wait] [--timeout 5m]
+//	deploytool helm-upgrade <chart> (same flags)
+//	deploytool helm-uninstall [--kubeconfig f] [-n ns] [--release name] [--wait] [--timeout 5m]
 //
 // Rendered YAML goes to stdout; diagnostics to stderr; exit status 1 on any failure.
 package main
@@ -19,7 +22,6 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/cli/values"
 	"helm.sh/helm/v3/pkg/getter"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -30,6 +32,9 @@ const usage = `usage:
   deploytool helm-template <chart> [--set k=v ...] [--namespace ns] [--release name]
   deploytool helm-package <chart> <outdir>
   deploytool kustomize <dir>
+  deploytool helm-install <chart> [--kubeconfig f] [-n ns] [--release name] [--set k=v ...] [--create-namespace] [--wait] [--timeout 5m]
+  deploytool helm-upgrade <chart> (same flags)
+  deploytool helm-uninstall [--kubeconfig f] [-n ns] [--release name] [--wait] [--timeout 5m]
 `
 
 func main() {
@@ -47,6 +52,12 @@ func main() {
 		err = helmPackage(args)
 	case "kustomize":
 		err = kustomize(os.Stdout, args)
+	case "helm-install":
+		err = helmInstall(args)
+	case "helm-upgrade":
+		err = helmUpgrade(args)
+	case "helm-uninstall":
+		err = helmUninstall(args)
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -93,44 +104,15 @@ func helmLint(args []string) error {
 // helmTemplate is `helm template --include-crds`: a client-only dry-run install whose
 // manifest (CRDs first, then the templates, then any hooks) is printed.
 func helmTemplate(out io.Writer, args []string) error {
-	var chart, namespace, release = "", "stunner-system", "stunner-gateway-operator"
-	var opts values.Options
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		next := func() (string, error) {
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("%s needs a value", a)
-			}
-			i++
-			return args[i], nil
-		}
-		var err error
-		switch {
-		case a == "--set":
-			var v string
-			v, err = next()
-			opts.Values = append(opts.Values, v)
-		case a == "--namespace" || a == "-n":
-			namespace, err = next()
-		case a == "--release":
-			release, err = next()
-		case chart == "" && !strings.HasPrefix(a, "-"):
-			chart = a
-		default:
-			err = fmt.Errorf("unexpected argument %q", a)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if chart == "" {
-		return fmt.Errorf("no chart given")
-	}
-	vals, err := opts.MergeValues(getter.Providers{})
+	f, err := parseReleaseFlags(args, true)
 	if err != nil {
 		return err
 	}
-	ch, err := loader.Load(chart)
+	vals, err := f.values.MergeValues(getter.Providers{})
+	if err != nil {
+		return err
+	}
+	ch, err := loader.Load(f.chart)
 	if err != nil {
 		return err
 	}
@@ -139,8 +121,8 @@ func helmTemplate(out io.Writer, args []string) error {
 	install.ClientOnly = true
 	install.Replace = true
 	install.IncludeCRDs = true
-	install.ReleaseName = release
-	install.Namespace = namespace
+	install.ReleaseName = f.release
+	install.Namespace = f.namespace
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.34.0", Major: "1", Minor: "34"}
 	rel, err := install.Run(ch, vals)
 	if err != nil {

@@ -262,15 +262,27 @@ async fn write_sa_kubeconfig(admin: &Client, api: &ApiServer, path: &Path) {
     std::fs::write(path, kubeconfig).unwrap();
 }
 
-/// The STUNner CRDs from deploy/crds and the Gateway API v1.4.0 CRDs: the standard channel,
-/// plus the experimental channel's UDPRoute (v1alpha2), which the standard one lacks.
+/// The STUNner CRDs from deploy/crds and the Gateway API v1.4.0 CRDs.
 async fn install_crds(admin: &Client) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join("deploy/crds"))
+    install_stunner_crds(admin).await;
+    install_gateway_api_crds(admin).await;
+}
+
+/// The STUNner CRDs from deploy/crds, Established.
+pub async fn install_stunner_crds(admin: &Client) {
+    let files: Vec<PathBuf> = std::fs::read_dir(repo_root().join("deploy/crds"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
+    install_crd_files(admin, &files).await;
+}
+
+/// The Gateway API v1.4.0 CRDs, Established: the standard channel, plus the experimental
+/// channel's UDPRoute (v1alpha2), which the standard one lacks.
+pub async fn install_gateway_api_crds(admin: &Client) {
     let gw = gateway_api_dir().join("config/crd");
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(gw.join("standard")).unwrap() {
         let p = entry.unwrap().path();
         if p.file_name().unwrap().to_str().unwrap().starts_with("gateway.networking.k8s.io_") {
@@ -278,8 +290,12 @@ async fn install_crds(admin: &Client) {
         }
     }
     files.push(gw.join("experimental/gateway.networking.k8s.io_udproutes.yaml"));
+    install_crd_files(admin, &files).await;
+}
+
+async fn install_crd_files(admin: &Client, files: &[PathBuf]) {
     let mut names = Vec::new();
-    for f in &files {
+    for f in files {
         let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         for obj in apply_yaml(admin, &text).await {
             names.push(obj.metadata.name.unwrap());
@@ -542,16 +558,21 @@ impl Operator {
 
     /// A one-off GET of one Gateway's config: `None` when there is none.
     pub async fn config(&self, namespace: &str, gateway: &str) -> Option<StunnerConfig> {
-        let body = http_get(self.cds, &format!("/api/v1/configs/{namespace}/{gateway}")).await;
-        let (status, body) = body?;
-        if status != 200 {
-            return None;
-        }
-        let list: Value = serde_json::from_str(&body).ok()?;
-        // GET returns a list (upstream's ConfigList) or a bare config; accept both.
-        let item = if let Some(items) = list["items"].as_array() { items.first()?.clone() } else { list };
-        serde_json::from_value(item).ok()
+        cds_config(self.cds, namespace, gateway).await
     }
+}
+
+/// A one-off GET of one Gateway's config from the CDS at `cds`: `None` when there is none.
+pub async fn cds_config(cds: SocketAddr, namespace: &str, gateway: &str) -> Option<StunnerConfig> {
+    let body = http_get(cds, &format!("/api/v1/configs/{namespace}/{gateway}")).await;
+    let (status, body) = body?;
+    if status != 200 {
+        return None;
+    }
+    let list: Value = serde_json::from_str(&body).ok()?;
+    // GET returns a list (upstream's ConfigList) or a bare config; accept both.
+    let item = if let Some(items) = list["items"].as_array() { items.first()?.clone() } else { list };
+    serde_json::from_value(item).ok()
 }
 
 impl Drop for Operator {
@@ -567,7 +588,7 @@ impl Drop for Operator {
     }
 }
 
-/// A minimal HTTP/1.1 GET on loopback: (status, body).
+/// A minimal HTTP/1.1 GET: (status, body).
 async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;

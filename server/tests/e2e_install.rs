@@ -1,0 +1,453 @@
+//! The real-node suite (design.md §6, layer 5): our operator installed as users install it,
+//! on a single-node cluster that runs pods (`node::Node`: etcd, kube-apiserver,
+//! controller-manager, scheduler, kubelet, kube-proxy, containerd, runc, CNI, CoreDNS), with
+//! the images built here (`tests/images`). The scenario is upstream STUNner's own e2e test
+//! (Helm install, the `simple-tunnel` example, TURN through the Gateway's Service to a
+//! backend), plus what a user of a drop-in replacement counts on: live changes reach running
+//! dataplanes without restarts, operator restarts and upgrades never restart a dataplane, and
+//! uninstalling leaves nothing behind.
+//!
+//! One node runs at a time ([`Node::start`] waits for another test's node to go). A failing
+//! step panics with the tail of every component's log attached.
+
+mod e2e;
+mod node;
+
+use e2e::{TIMEOUT, apply_yaml, get, wait_for};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::Client;
+use node::Node;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use stunner_gateway::config::StunnerConfig;
+
+/// The namespace of the Gateway, as in upstream's `simple-tunnel` example.
+const GATEWAY_NS: &str = "stunner";
+/// The operator's namespace (the chart's and the manifests' default).
+const OPERATOR_NS: &str = "stunner-system";
+/// The leader election Lease of the operator (upstream's name).
+const LEASE: &str = "92062b70.l7mp.io";
+/// The UDP port of the echo backend (tests/images udp-echo's default).
+const ECHO_PORT: u16 = 9001;
+
+/// Chart values the node needs: stunnerd images are imported, never pulled, and 2 cores
+/// must fit two operators, CoreDNS, stunnerd and the backends (upstream's e2e lowers the CPU
+/// requests the same way).
+const CHART_VALUES: &[&str] = &[
+    "defaultDataplane.spec.imagePullPolicy=IfNotPresent",
+    "defaultDataplane.spec.resources.requests.cpu=50m",
+    "defaultDataplane.spec.resources.limits.cpu=500m",
+    "resources.requests.cpu=50m",
+];
+
+/// Upstream's `docs/examples/simple-tunnel/iperf-stunner.yaml`, with our echo backend and the
+/// Service type annotation that makes the Gateway's Service a NodePort (no load balancer
+/// here); `password` is the static TURN password.
+fn simple_tunnel(password: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {GATEWAY_NS}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: stunner-gatewayclass
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef:
+    group: stunner.l7mp.io
+    kind: GatewayConfig
+    name: stunner-gatewayconfig
+    namespace: {GATEWAY_NS}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata:
+  name: stunner-gatewayconfig
+  namespace: {GATEWAY_NS}
+spec:
+  realm: stunner.l7mp.io
+  authType: plaintext
+  userName: user-1
+  password: {password}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: udp-gateway
+  namespace: {GATEWAY_NS}
+  annotations:
+    stunner.l7mp.io/service-type: NodePort
+spec:
+  gatewayClassName: stunner-gatewayclass
+  listeners:
+    - name: udp-listener
+      port: 3478
+      protocol: TURN-UDP
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata:
+  name: echo-server
+  namespace: {GATEWAY_NS}
+spec:
+  parentRefs:
+    - name: udp-gateway
+  rules:
+    - backendRefs:
+        - name: echo-server
+          namespace: default
+"#
+    )
+}
+
+/// The backend: udp-echo pods behind a ClusterIP Service in `default`.
+fn echo_backend(replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: echo-server
+  namespace: default
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: echo-server
+  template:
+    metadata:
+      labels:
+        app: echo-server
+    spec:
+      containers:
+        - name: echo
+          image: localhost/stunner-test/udp-echo:latest
+          imagePullPolicy: Never
+          args: ["-port", "{ECHO_PORT}", "-prefix-hostname"]
+          ports:
+            - containerPort: {ECHO_PORT}
+              protocol: UDP
+          resources:
+            requests:
+              cpu: 10m
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: echo-server
+  namespace: default
+spec:
+  selector:
+    app: echo-server
+  ports:
+    - name: echo
+      port: {ECHO_PORT}
+      protocol: UDP
+"#
+    )
+}
+
+fn repo_file(path: &str) -> PathBuf {
+    e2e::repo_root().join(path)
+}
+
+fn tool(path: &str) -> PathBuf {
+    let bin = repo_file(path);
+    assert!(bin.exists(), "{} is missing: run scripts/test (it builds the test tools)", bin.display());
+    bin
+}
+
+/// Real Helm (tests/deploytool) against the node; panics with its output on failure.
+fn helm(node: &Node, verb: &str, extra: &[&str]) {
+    let mut cmd = Command::new(tool("tests/deploytool/bin/deploytool"));
+    cmd.arg(format!("helm-{verb}"));
+    if verb != "uninstall" {
+        cmd.arg(repo_file("deploy/helm/stunner-gateway-operator"));
+        for v in CHART_VALUES {
+            cmd.args(["--set", v]);
+        }
+    }
+    cmd.args(["--kubeconfig", node.kubeconfig.to_str().unwrap(), "-n", OPERATOR_NS, "--wait", "--timeout", "5m"]);
+    cmd.args(extra);
+    let out = cmd.output().expect("run deploytool");
+    assert!(
+        out.status.success(),
+        "helm {verb} failed:\n{}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        node.log_tails()
+    );
+}
+
+/// The verdict of one TURN allocation through `server` relaying to `peer` (turnprobe, the
+/// pion/turn client upstream's turncat uses).
+fn turn_probe(server: SocketAddr, password: &str, peer: SocketAddr) -> Value {
+    let out = Command::new(tool("tests/interop/bin/turnprobe"))
+        .args(["--server", &server.to_string(), "--user", "user-1", "--password", password])
+        .args(["--peer", &peer.to_string(), "--count", "3", "--timeout", "10s"])
+        .output()
+        .expect("run turnprobe");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("turnprobe output: {e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+/// Retries the probe (bounded) until it succeeds: a change takes a moment to reach stunnerd.
+async fn turn_relays(node: &Node, server: SocketAddr, password: &str, peer: SocketAddr) -> Value {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let v = tokio::task::block_in_place(|| turn_probe(server, password, peer));
+        if v["ok"] == true {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("no TURN relay through {server} to {peer} with password {password}: {v}\n{}", node.log_tails());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits until a Deployment reports `Available=True` for its current generation.
+async fn wait_available(client: &Client, ns: &str, name: &str) -> Deployment {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    wait_for(&format!("Deployment {ns}/{name} Available"), || {
+        let api = api.clone();
+        async move {
+            let d = api.get(name).await.ok()?;
+            let status = d.status.as_ref()?;
+            let fresh = status.observed_generation >= d.metadata.generation;
+            let available = status.conditions.as_ref()?.iter().any(|c| c.type_ == "Available" && c.status == "True");
+            let updated = status.updated_replicas.unwrap_or(0) == d.spec.as_ref()?.replicas.unwrap_or(1);
+            (fresh && available && updated).then_some(d)
+        }
+    })
+    .await
+}
+
+/// The Ready pods matching a label selector, by name.
+async fn ready_pods(client: &Client, ns: &str, selector: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = api.list(&ListParams::default().labels(selector)).await.map(|l| l.items).unwrap_or_default();
+    pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .collect()
+}
+
+/// What identifies a running dataplane pod: its UID and its containers' restart counts. Equal
+/// before and after a step means the step restarted nothing.
+async fn dataplane_identity(client: &Client) -> BTreeSet<(String, i32)> {
+    let pods = ready_pods(client, GATEWAY_NS, "app=stunner").await;
+    pods.iter()
+        .map(|p| {
+            let restarts = p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).map_or(0, |cs| {
+                cs.iter().map(|c| c.restart_count).sum()
+            });
+            (p.metadata.uid.clone().unwrap_or_default(), restarts)
+        })
+        .collect()
+}
+
+/// The Gateway's NodePort for its TURN listener.
+async fn node_port(client: &Client) -> u16 {
+    let api: Api<Service> = Api::namespaced(client.clone(), GATEWAY_NS);
+    wait_for("the udp-gateway Service's NodePort", || {
+        let api = api.clone();
+        async move {
+            let svc = api.get("udp-gateway").await.ok()?;
+            let spec = svc.spec?;
+            if spec.type_.as_deref() != Some("NodePort") {
+                return None;
+            }
+            spec.ports?.iter().find_map(|p| p.node_port).map(|p| p as u16)
+        }
+    })
+    .await
+}
+
+async fn cluster_ip(client: &Client, ns: &str, name: &str) -> std::net::IpAddr {
+    let api: Api<Service> = Api::namespaced(client.clone(), ns);
+    let svc = api.get(name).await.unwrap_or_else(|e| panic!("Service {ns}/{name}: {e}"));
+    svc.spec.and_then(|s| s.cluster_ip).and_then(|ip| ip.parse().ok()).expect("a ClusterIP")
+}
+
+/// The config the operator's CDS serves for the Gateway, read through the CDS Service as a
+/// dataplane reads it (the host reaches ClusterIPs through kube-proxy).
+async fn served_config(client: &Client) -> Option<StunnerConfig> {
+    let cds = SocketAddr::new(cluster_ip(client, OPERATOR_NS, "stunner-config-discovery").await, 13478);
+    e2e::cds_config(cds, GATEWAY_NS, "udp-gateway").await
+}
+
+/// The endpoint addresses of the route's cluster in the served config.
+async fn served_endpoints(client: &Client) -> Option<BTreeSet<String>> {
+    let config = served_config(client).await?;
+    let cluster = config.clusters.iter().find(|c| c.name.ends_with("echo-server"))?;
+    Some(cluster.endpoints.iter().cloned().collect())
+}
+
+/// Deletes the operator pod that holds the Lease and waits for another holder.
+async fn kill_leader(client: &Client) -> String {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
+    let holder = || {
+        let leases = leases.clone();
+        async move { leases.get(LEASE).await.ok()?.spec?.holder_identity.filter(|h| !h.is_empty()) }
+    };
+    let old = wait_for("a leader", holder).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NS);
+    // The holder identity is the pod name (POD_NAME, server/src/cluster/lease.rs).
+    pods.delete(&old, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("delete the leader {old}: {e}"));
+    wait_for("a new leader", || {
+        let old = old.clone();
+        let holder = holder();
+        async move { holder.await.filter(|h| *h != old) }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_relays_turn_and_survives_operator_changes() {
+    let node = Node::start("install-helm").await;
+    let client = node.admin.clone();
+    e2e::install_gateway_api_crds(&client).await;
+    apply_yaml(&client, &echo_backend(1)).await;
+
+    // From `helm install` to the first packet relayed to a backend pod.
+    let installed = Instant::now();
+    helm(&node, "install", &["--create-namespace"]);
+    let operator = wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    assert_eq!(operator.spec.unwrap().replicas, Some(2), "two replicas, with leader election");
+    apply_yaml(&client, &simple_tunnel("pass-1")).await;
+    wait_available(&client, GATEWAY_NS, "udp-gateway").await;
+    wait_available(&client, "default", "echo-server").await;
+    let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
+    let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
+    let first = turn_relays(&node, turn, "pass-1", echo).await;
+    eprintln!("node e2e: helm install to first relayed packet: {:.1?} ({first})", installed.elapsed());
+
+    // The dataplane got its config through the CDS Service name, with the rendered auth.
+    let config = served_config(&client).await.expect("a served config");
+    assert_eq!(config.auth.credentials.get("password").map(String::as_str), Some("pass-1"));
+    let dataplane: Api<Deployment> = Api::namespaced(client.clone(), GATEWAY_NS);
+    let dp = dataplane.get("udp-gateway").await.unwrap();
+    let args = serde_json::to_string(&dp.spec.unwrap().template.spec.unwrap().containers[0]).unwrap();
+    assert!(
+        args.contains("stunner-config-discovery.stunner-system.svc:13478"),
+        "stunnerd is told the CDS Service: {args}"
+    );
+
+    // A peer the route does not allow (CoreDNS) is refused at CreatePermission.
+    let dns = SocketAddr::new(node.facts.cluster_dns.into(), 53);
+    let refused = tokio::task::block_in_place(|| turn_probe(turn, "pass-1", dns));
+    assert_eq!((refused["ok"].as_bool(), refused["stage"].as_str()), (Some(false), Some("permission")), "{refused}");
+
+    // A new password reaches the running pod: no restart, the old password stops working.
+    let before = dataplane_identity(&client).await;
+    assert_eq!(before.len(), 1, "one stunnerd pod: {before:?}");
+    let configs = e2e::api_for(&client, "stunner.l7mp.io/v1", "GatewayConfig", Some(GATEWAY_NS)).await;
+    configs
+        .patch(
+            "stunner-gatewayconfig",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"password": "pass-2"}})),
+        )
+        .await
+        .unwrap();
+    turn_relays(&node, turn, "pass-2", echo).await;
+    let old = tokio::task::block_in_place(|| turn_probe(turn, "pass-1", echo));
+    assert_eq!((old["ok"].as_bool(), old["stage"].as_str()), (Some(false), Some("allocate")), "{old}");
+    assert_eq!(dataplane_identity(&client).await, before, "the password change restarted no dataplane");
+
+    // Scaling the backend changes the endpoints served.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    deployments
+        .patch("echo-server", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}})))
+        .await
+        .unwrap();
+    let three = wait_for("three backend endpoints served", || {
+        let client = client.clone();
+        async move {
+            let pods = ready_pods(&client, "default", "app=echo-server").await;
+            let ips: BTreeSet<String> =
+                pods.iter().filter_map(|p| p.status.as_ref()?.pod_ip.clone()).collect();
+            let served = served_endpoints(&client).await?;
+            (ips.len() == 3 && ips.iter().all(|ip| served.iter().any(|e| e.starts_with(ip.as_str())))).then_some(served)
+        }
+    })
+    .await;
+    eprintln!("node e2e: endpoints after scaling to 3: {three:?}");
+
+    // The leader deleted: another replica takes over, no dataplane restarts, traffic flows.
+    let leader = kill_leader(&client).await;
+    eprintln!("node e2e: new leader {leader}");
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    turn_relays(&node, turn, "pass-2", echo).await;
+    assert_eq!(dataplane_identity(&client).await, before, "an operator pod deletion restarted a dataplane");
+
+    // A `helm upgrade` that rolls every operator pod: the same.
+    helm(&node, "upgrade", &["--set", "podAnnotations.rolled=yes"]);
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    turn_relays(&node, turn, "pass-2", echo).await;
+    assert_eq!(dataplane_identity(&client).await, before, "helm upgrade restarted a dataplane");
+
+    // `helm uninstall` removes what the chart made; the dataplane goes with its Gateway.
+    helm(&node, "uninstall", &[]);
+    for (kind, api_version, ns, name) in [
+        ("Deployment", "apps/v1", Some(OPERATOR_NS), "stunner-gateway-operator"),
+        ("Service", "v1", Some(OPERATOR_NS), "stunner-config-discovery"),
+        ("ClusterRole", "rbac.authorization.k8s.io/v1", None, "stunner-gateway-operator"),
+        ("Dataplane", "stunner.l7mp.io/v1", None, "default"),
+    ] {
+        e2e::wait_gone(&client, api_version, kind, ns, name).await;
+    }
+    e2e::delete(&client, "gateway.networking.k8s.io/v1", "Gateway", Some(GATEWAY_NS), "udp-gateway").await;
+    e2e::wait_gone(&client, "apps/v1", "Deployment", Some(GATEWAY_NS), "udp-gateway").await;
+    e2e::wait_gone(&client, "v1", "Service", Some(GATEWAY_NS), "udp-gateway").await;
+    assert!(get(&client, "v1", "Service", Some(GATEWAY_NS), "udp-gateway").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_install_serves_a_gateway() {
+    let node = Node::start("install-kustomize").await;
+    let client = node.admin.clone();
+    e2e::install_gateway_api_crds(&client).await;
+    e2e::install_stunner_crds(&client).await;
+    let out = Command::new(tool("tests/deploytool/bin/deploytool"))
+        .args(["kustomize", repo_file("deploy/manifests").to_str().unwrap()])
+        .output()
+        .expect("run deploytool kustomize");
+    assert!(out.status.success(), "kustomize: {}", String::from_utf8_lossy(&out.stderr));
+    let manifests = String::from_utf8(out.stdout).unwrap();
+    apply_yaml(&client, &manifests).await;
+    // The manifests' default Dataplane, made pull-free and small for this node.
+    let dataplanes = e2e::api_for(&client, "stunner.l7mp.io/v1", "Dataplane", None).await;
+    dataplanes
+        .patch(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"imagePullPolicy": "IfNotPresent", "resources": {"requests": {"cpu": "50m"}}}})),
+        )
+        .await
+        .unwrap();
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    apply_yaml(&client, &echo_backend(1)).await;
+    apply_yaml(&client, &simple_tunnel("pass-1")).await;
+    wait_available(&client, GATEWAY_NS, "udp-gateway").await;
+    wait_available(&client, "default", "echo-server").await;
+    let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
+    let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
+    turn_relays(&node, turn, "pass-1", echo).await;
+}
