@@ -4,6 +4,7 @@
 # Idempotent: skips the build when the binary is newer than go.mod, go.sum, DIR/build.sh, this
 # script and every *.go file in DIR. Needs only `go` and the module proxy; never downloads a
 # toolchain.
+# GO_TOOL_LDFLAGS (optional): more -ldflags for this build, e.g. -X settings of version strings.
 # Usage: go-tool.sh DIR NAME [--force]
 set -euo pipefail
 
@@ -33,6 +34,6 @@ fi
 
 mkdir -p bin
 t0=$SECONDS
-go build -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w" -o "$bin.tmp" .
+go build -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$bin.tmp" .
 mv -f "$bin.tmp" "$bin"
 echo "$name: built $dir/$bin in $((SECONDS - t0))s"

@@ -641,7 +641,7 @@ async fn a_failed_rescan_is_retried() {
     let original = set_limit(open_fds() + 4);
     let mut hogs = Vec::new();
     for _ in 0..200 {
-        if d.log_contains("CDS accept failed") {
+        if d.log_contains("accept failed") {
             break;
         }
         // A full accept queue drops the handshake: the daemon has stopped accepting.
@@ -651,7 +651,7 @@ async fn a_failed_rescan_is_retried() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    d.wait_for_log("CDS accept failed").await;
+    d.wait_for_log("accept failed").await;
     add_a_listener(&dir);
     d.wait_for_log("cannot read the manifest directory").await;
 
