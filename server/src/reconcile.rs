@@ -660,8 +660,9 @@ mod tests {
         l.send(Input::Changes(changes.collect())).await;
         l.send(Input::Synced).await;
         tokio::time::sleep(THROTTLE * 2).await;
-        let served =
-            || l.sink.store.list(&crate::cds::Scope::All).iter().map(|s| s.config.admin.name.clone()).collect::<Vec<_>>();
+        let served = || {
+            l.sink.store.list(&crate::cds::Scope::All).iter().map(|s| s.config.admin.name.clone()).collect::<Vec<_>>()
+        };
         assert_eq!(served(), ["a/b/udp-gateway"]);
         let gone = ObjRef::new(Kind::Gateway, ObjectKey::new("a/b", "udp-gateway"));
         l.send(Input::Changes(vec![Change::Delete(gone)])).await;

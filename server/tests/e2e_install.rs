@@ -17,8 +17,8 @@ use e2e::{TIMEOUT, apply_yaml, get, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use node::Node;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -197,7 +197,11 @@ fn turn_probe(server: SocketAddr, password: &str, peer: SocketAddr) -> Value {
         .output()
         .expect("run turnprobe");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("turnprobe output: {e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "turnprobe output: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     })
 }
 
@@ -254,9 +258,11 @@ async fn dataplane_identity(client: &Client) -> BTreeSet<(String, i32)> {
     let pods = ready_pods(client, GATEWAY_NS, "app=stunner").await;
     pods.iter()
         .map(|p| {
-            let restarts = p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).map_or(0, |cs| {
-                cs.iter().map(|c| c.restart_count).sum()
-            });
+            let restarts = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum());
             (p.metadata.uid.clone().unwrap_or_default(), restarts)
         })
         .collect()
@@ -359,11 +365,7 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
     assert_eq!(before.len(), 1, "one stunnerd pod: {before:?}");
     let configs = e2e::api_for(&client, "stunner.l7mp.io/v1", "GatewayConfig", Some(GATEWAY_NS)).await;
     configs
-        .patch(
-            "stunner-gatewayconfig",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"password": "pass-2"}})),
-        )
+        .patch("stunner-gatewayconfig", &PatchParams::default(), &Patch::Merge(json!({"spec": {"password": "pass-2"}})))
         .await
         .unwrap();
     turn_relays(&node, turn, "pass-2", echo).await;
@@ -381,8 +383,7 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
         let client = client.clone();
         async move {
             let pods = ready_pods(&client, "default", "app=echo-server").await;
-            let ips: BTreeSet<String> =
-                pods.iter().filter_map(|p| p.status.as_ref()?.pod_ip.clone()).collect();
+            let ips: BTreeSet<String> = pods.iter().filter_map(|p| p.status.as_ref()?.pod_ip.clone()).collect();
             let served = served_endpoints(&client).await?;
             (ips.len() == 3 && ips.iter().all(|ip| served.iter().any(|e| e.starts_with(ip.as_str())))).then_some(served)
         }
@@ -438,7 +439,9 @@ async fn kustomize_install_serves_a_gateway() {
         .patch(
             "default",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"imagePullPolicy": "IfNotPresent", "resources": {"requests": {"cpu": "50m"}}}})),
+            &Patch::Merge(
+                json!({"spec": {"imagePullPolicy": "IfNotPresent", "resources": {"requests": {"cpu": "50m"}}}}),
+            ),
         )
         .await
         .unwrap();

@@ -216,7 +216,9 @@ fn managed_gateway(
     now: &Time,
     invalid_configs: &mut BTreeMap<ObjectKey, InvalidConfig>,
 ) -> GatewayOutput {
-    let Some(gw) = index.gateways().get(key) else { return GatewayOutput::removed(index, key, Owned::Delete, settings) };
+    let Some(gw) = index.gateways().get(key) else {
+        return GatewayOutput::removed(index, key, Owned::Delete, settings);
+    };
     let mut withdrawn = |class: &GatewayClass, e: &RenderError| {
         invalid_configs.extend(InvalidConfig::of(class, e).map(|c| (key.clone(), c)));
         invalidated(gw, e, settings, now)
