@@ -231,6 +231,18 @@ fn check_operator_pod(objs: &[Value], namespace: &str) {
     assert!(selects(&np["spec"]["podSelector"]["matchLabels"], labels));
 }
 
+/// What our dataplane Deployments put on their pods (src/render/deployment.rs): `app: stunner`
+/// and the related-gateway labels.
+fn dataplane_pod_selector() -> Value {
+    json!({
+        "matchLabels": {"app": "stunner"},
+        "matchExpressions": [
+            {"key": "stunner.l7mp.io/related-gateway-name", "operator": "Exists"},
+            {"key": "stunner.l7mp.io/related-gateway-namespace", "operator": "Exists"},
+        ],
+    })
+}
+
 /// Ingress rules of the NetworkPolicy: CDS only from stunnerd pods (any namespace) and the
 /// operator's own; metrics from any namespace.
 fn check_network_policy(objs: &[Value]) {
@@ -241,7 +253,8 @@ fn check_network_policy(objs: &[Value]) {
     assert_eq!(rules[0]["ports"], json!([{"port": 13478, "protocol": "TCP"}]));
     let from = rules[0]["from"].as_array().unwrap();
     assert_eq!(from.len(), 2);
-    assert_eq!(from[0], json!({"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "stunner"}}}));
+    assert_eq!(from[0]["namespaceSelector"], json!({}));
+    assert_eq!(from[0]["podSelector"], dataplane_pod_selector());
     assert!(from[1]["namespaceSelector"].is_null(), "the operator's own pods: same namespace only");
     assert!(selects(&from[1]["podSelector"]["matchLabels"], pod_labels(objs)));
     assert_eq!(rules[1]["ports"], json!([{"port": 8080, "protocol": "TCP"}]));
@@ -385,6 +398,26 @@ fn helm_values_reach_the_operator() {
     assert_eq!(find(&objs, "Service", "cds")["spec"]["ports"][0]["targetPort"], "cds");
     assert!(!has(&objs, "NetworkPolicy") && !has(&objs, "Dataplane"));
     assert_eq!(operator_container(&objs)["image"], "ghcr.io/l7mp/stunner-gateway-operator-rs:v1.2.3");
+}
+
+/// `cdsAuthorization` reaches the flag (default `none`, upstream's behaviour), and
+/// `networkPolicy.dataplaneNamespaces` narrows where dataplane pods may reach CDS from.
+#[test]
+fn helm_cds_authorization_and_dataplane_namespaces() {
+    let defaults = helm(&[]);
+    assert!(args(&defaults).contains(&"--cds-authorization=none".to_string()), "{:?}", args(&defaults));
+    assert_eq!(env(&defaults, "POD_IPS")["valueFrom"]["fieldRef"]["fieldPath"], "status.podIPs");
+    let objs = helm(&["cdsAuthorization=pod", "networkPolicy.dataplaneNamespaces={team-a,team-b}"]);
+    assert!(args(&objs).contains(&"--cds-authorization=pod".to_string()));
+    let np = find(&objs, "NetworkPolicy", OPERATOR);
+    let from = &np["spec"]["ingress"][0]["from"][0];
+    assert_eq!(
+        from["namespaceSelector"],
+        json!({"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}
+        ]})
+    );
+    assert_eq!(from["podSelector"], dataplane_pod_selector());
 }
 
 /// The chart's crds/ is a symlink to deploy/crds: `helm package` must store the files.
@@ -554,6 +587,32 @@ fn cluster_role_covers_every_watched_kind() {
     }
 }
 
+/// The dataplane pod watcher of `server/src/cluster/pods.rs` (CDS authorization) can list and
+/// watch pods cluster-wide.
+#[test]
+fn cluster_role_covers_the_dataplane_pod_watcher() {
+    let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
+    let text = source("server/src/cluster/pods.rs");
+    assert!(text.contains("Api::<Pod>::all("), "pods.rs watches pods cluster-wide");
+    for verb in ["get", "list", "watch"] {
+        assert!(allows(&grants, "", "pods", verb), "{verb} pods (pods.rs)");
+    }
+}
+
+/// The reviews of `server/src/cluster/review.rs` (`--cds-token-review`) can be created.
+#[test]
+fn cluster_role_covers_the_token_reviews() {
+    let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
+    let text = source("server/src/cluster/review.rs");
+    for (kind, group, resource) in [
+        ("TokenReview", "authentication.k8s.io", "tokenreviews"),
+        ("SubjectAccessReview", "authorization.k8s.io", "subjectaccessreviews"),
+    ] {
+        assert!(text.contains(&format!("Api::<{kind}>::all(")), "review.rs creates {kind}s");
+        assert!(allows(&grants, group, resource, "create"), "create {group}/{resource}");
+    }
+}
+
 /// Every kind `server/src/cluster/ops.rs` writes can be written the way writer.rs writes it:
 /// server-side apply (PATCH) of statuses and owned objects, DELETE of owned objects. An apply
 /// that creates its object is also checked against `create` by the API server.
@@ -593,7 +652,9 @@ fn rbac_is_least_privilege() {
     for ((group, resource), verbs) in &cluster {
         assert!(group != "*" && resource != "*" && !verbs.contains("*"), "wildcard on {group}/{resource}");
         let applied = matches!(resource.as_str(), "services" | "configmaps" | "deployments");
-        assert!(!verbs.contains("create") || applied, "create {group}/{resource}: only the applied kinds");
+        let review = matches!(resource.as_str(), "tokenreviews" | "subjectaccessreviews");
+        assert!(!verbs.contains("create") || applied || review, "create {group}/{resource}: only the applied kinds");
+        assert!(!review || verbs == &BTreeSet::from(["create".to_string()]), "reviews are create-only");
         assert!(!verbs.contains("deletecollection") && !verbs.contains("escalate") && !verbs.contains("bind"));
     }
     for resource in ["secrets", "nodes", "namespaces", "endpoints"] {

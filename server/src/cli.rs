@@ -94,6 +94,18 @@ pub struct Args {
     #[arg(long, default_value_t = 16, value_parser = parse_positive)]
     pub cds_max_grpc_watches_per_connection: usize,
 
+    /// Who may read which configs: `none` (anyone who reaches the port, as upstream) or `pod`
+    /// (a config only to its Gateway's running dataplane pods, lists only to loopback and the
+    /// operator's pods; cluster mode only). docs/deploy.md, "CDS authorization".
+    #[arg(long, value_enum, default_value_t = crate::cds::authz::Mode::None)]
+    pub cds_authorization: crate::cds::authz::Mode,
+
+    /// With `--cds-authorization=pod`: a client that sends `Authorization: Bearer <token>` (a
+    /// Kubernetes token) is let in when a TokenReview accepts the token and a
+    /// SubjectAccessReview lets its user `readconfig` the requested Gateways.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub cds_token_review: bool,
+
     /// A CDS client that does not take a config within this time is disconnected.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub cds_write_timeout: Duration,

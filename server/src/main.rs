@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::render::{DataplaneMode, RenderSettings};
 use stunner_gateway_operator::admin::{self, Readiness};
+use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSettings};
 use stunner_gateway_operator::cli::{self, Args};
-use stunner_gateway_operator::cluster::{self, writer::Writer};
+use stunner_gateway_operator::cluster::{self, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::{Outputs, Reconciler};
@@ -57,7 +58,10 @@ async fn run(args: Args) -> Result<(), String> {
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
+    let dataplane_pods = Arc::new(DataplaneIndex::default());
+    let authorizer = authorizer(&args, &mode, dataplane_pods.clone())?;
     let cds_settings = ServerSettings {
+        authorizer: Arc::new(authorizer),
         max_connections: args.cds_max_connections,
         session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
         grpc: cds_grpc_settings(&args),
@@ -123,6 +127,7 @@ async fn run(args: Args) -> Result<(), String> {
                 endpoints: args.disable_endpointslice_controller,
                 leader_elect: args.leader_elect,
                 namespace,
+                dataplane_pods: (args.cds_authorization == authz::Mode::Pod).then_some(dataplane_pods),
             };
             let mut watchers =
                 cluster::start(client, settings, tx, writer, shutdown.clone(), stop_writing.clone()).await?;
@@ -155,6 +160,28 @@ async fn run(args: Args) -> Result<(), String> {
     };
     stages.stop(reconciler, follow, tasks).await;
     failure.map_or(Ok(()), Err)
+}
+
+/// Who may read which configs (`--cds-authorization`, `--cds-token-review`).
+fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> Result<Authorizer, String> {
+    match (args.cds_authorization, mode) {
+        (authz::Mode::Pod, Mode::Standalone(_)) => Err("--cds-authorization=pod needs a cluster (it knows clients by \
+                                                        their pods' IPs); it cannot be used with --standalone"
+            .into()),
+        (authz::Mode::None, _) if args.cds_token_review => {
+            Err("--cds-token-review needs --cds-authorization=pod (with none, anyone is let in anyway)".into())
+        }
+        (authz_mode, _) => {
+            let own = authz::operator_ips(std::env::var("POD_IPS").ok().as_deref());
+            let authorizer = Authorizer::new(authz_mode, dataplane_pods, own);
+            Ok(match mode {
+                Mode::Cluster(client, _) if args.cds_token_review => {
+                    authorizer.with_token_review(Arc::new(KubeTokenReviewer::new(client.clone())))
+                }
+                _ => authorizer,
+            })
+        }
+    }
 }
 
 fn cds_grpc_settings(args: &Args) -> stunner_gateway_operator::grpc::Settings {

@@ -28,6 +28,8 @@ pub struct ClientInfo {
     /// `*` (all), `<namespace>` or `<namespace>/<name>`.
     pub scope: String,
     pub client_name: String,
+    /// Whom the server authorized the client as (`pod:<ns>/<name>`, `loopback`, ...).
+    pub identity: String,
     /// RFC 3339, UTC.
     pub connected_since: String,
     pub configs: Vec<ClientConfigState>,
@@ -73,6 +75,7 @@ impl From<proto::Client> for ClientInfo {
             node: c.node,
             scope: c.scope,
             client_name: c.client_name,
+            identity: c.identity,
             connected_since: c.connected_since,
             configs: c.configs.into_iter().map(ClientConfigState::from).collect(),
         }
@@ -132,6 +135,7 @@ mod tests {
                     node: "n1".into(),
                     scope: "ns/gw".into(),
                     client_name: "pod-1".into(),
+                    identity: "pod:ns/pod-1".into(),
                     connected_since: "2026-11-29T22:00:00Z".into(),
                     configs: vec![
                         proto::ClientConfig {
@@ -150,12 +154,12 @@ mod tests {
         let want = concat!(
             r#"{"clients":["#,
             r#"{"transport":"grpc","remoteAddress":"127.0.0.1:5","node":"n1","scope":"ns/gw","clientName":"pod-1","#,
-            r#""connectedSince":"2026-11-29T22:00:00Z","configs":["#,
+            r#""identity":"pod:ns/pod-1","connectedSince":"2026-11-29T22:00:00Z","configs":["#,
             r#"{"id":{"namespace":"ns","name":"gw"},"versionSent":"00000000000000bb","#,
             r#""versionAcked":"00000000000000aa","versionRejected":"00000000000000bb","error":"bad listener"},"#,
             r#"{"id":{"namespace":"","name":""},"versionSent":"","versionAcked":"","versionRejected":"","error":""}]},"#,
             r#"{"transport":"websocket","remoteAddress":"","node":"","scope":"*","clientName":"","#,
-            r#""connectedSince":"","configs":[]}"#,
+            r#""identity":"","connectedSince":"","configs":[]}"#,
             r#"]}"#,
         );
         assert_eq!(String::from_utf8(json::to_vec(&list)).unwrap(), want);

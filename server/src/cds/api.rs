@@ -1,5 +1,6 @@
 //! The HTTP API of cds-protocol.md §2: plain GETs and, with `watch=true`, WebSocket watches.
 
+use super::authz::{Authorizer, Identity, bearer};
 use super::clients::{ClientInfo, ClientTable};
 use super::handshake;
 use super::metrics::Transport;
@@ -14,6 +15,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::{BufMut, Bytes, BytesMut};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use stunner_gateway::cds::{ApiError, ClientList, ConfigId};
 use stunner_gateway::config::json;
@@ -27,6 +29,7 @@ pub struct CdsState {
     pub shutdown: CancellationToken,
     /// Every connected watch client, of either transport.
     pub clients: Arc<ClientTable>,
+    pub authorizer: Arc<Authorizer>,
 }
 
 pub fn router(state: Arc<CdsState>) -> Router {
@@ -61,7 +64,10 @@ async fn license(State(state): State<Arc<CdsState>>) -> Response {
 }
 
 /// The client table (not in upstream): the proto JSON mapping of `ListClientsResponse`.
-async fn clients(State(state): State<Arc<CdsState>>) -> Response {
+async fn clients(State(state): State<Arc<CdsState>>, req: Request) -> Response {
+    if let Err(refused) = authorize(&state, &Scope::All, Caller::of(&req)).await {
+        return refused;
+    }
     json_response(StatusCode::OK, Bytes::from(json::to_vec_line(&ClientList::from(state.clients.list()))))
 }
 
@@ -72,8 +78,12 @@ async fn serve_scope(state: Arc<CdsState>, scope: Scope, req: Request) -> Respon
         Ok(q) => q,
         Err(message) => return text_error(StatusCode::BAD_REQUEST, &message),
     };
+    let identity = match authorize(&state, &scope, Caller::of(&req)).await {
+        Ok(identity) => identity,
+        Err(refused) => return refused,
+    };
     if watch {
-        return upgrade(state, scope, node, req).await;
+        return upgrade(state, scope, node, identity, req).await;
     }
     let store = &state.store;
     match &scope {
@@ -85,7 +95,38 @@ async fn serve_scope(state: Arc<CdsState>, scope: Scope, req: Request) -> Respon
     }
 }
 
-async fn upgrade(state: Arc<CdsState>, scope: Scope, node: Option<String>, req: Request) -> Response {
+/// Who sent a request: its connection's remote address and its bearer token, if any. Taken
+/// out of the request before any await: a request (its body) is not `Sync`, so no reference
+/// to it may live across one.
+struct Caller {
+    peer: Option<SocketAddr>,
+    token: Option<String>,
+}
+
+impl Caller {
+    fn of(req: &Request) -> Self {
+        let token = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+        Caller { peer: req.extensions().get::<PeerAddr>().map(|p| p.0), token: token.map(str::to_owned) }
+    }
+}
+
+/// Who the client is, or the 403 it gets (an [`ApiError`] saying why).
+async fn authorize(state: &CdsState, scope: &Scope, caller: Caller) -> Result<Identity, Response> {
+    let Caller { peer, token } = caller;
+    state.authorizer.authorize(peer, token.as_deref(), scope).await.map_err(|refusal| {
+        tracing::info!(peer = ?peer, scope = %super::clients::scope_string(scope), reason = %refusal, "CDS request refused");
+        let body = ApiError { code: 403, message: refusal.to_string() };
+        json_response(StatusCode::FORBIDDEN, Bytes::from(json::to_vec_line(&body)))
+    })
+}
+
+async fn upgrade(
+    state: Arc<CdsState>,
+    scope: Scope,
+    node: Option<String>,
+    identity: Identity,
+    req: Request,
+) -> Response {
     let (mut parts, _) = req.into_parts();
     if let Err(refusal) = handshake::check(&parts.headers) {
         let mut resp = text_error(
@@ -116,6 +157,7 @@ async fn upgrade(state: Arc<CdsState>, scope: Scope, node: Option<String>, req: 
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string(),
+        identity: identity.to_string(),
     };
     // Subscribe only once the handshake is good: a refused upgrade leaves nothing behind.
     let (watch, initial) = Watch::resume(state.store.clone(), scope, node, &Held::new());

@@ -33,6 +33,8 @@ pub struct ClientInfo {
     pub scope: Scope,
     /// Free-form (gRPC `client_name`, the WebSocket User-Agent); empty when none.
     pub client_name: String,
+    /// Whom the client was authorized as ([`super::authz::Identity`]).
+    pub identity: String,
 }
 
 /// The versions of one config id a client was sent and what it said about them.
@@ -138,6 +140,7 @@ impl Client {
             node: self.info.node.clone(),
             scope: scope_string(&self.info.scope),
             client_name: self.info.client_name.clone(),
+            identity: self.info.identity.clone(),
             connected_since: self.since.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             configs: configs
                 .into_iter()
@@ -260,6 +263,7 @@ mod tests {
             node: String::new(),
             scope: Scope::Namespace("ns".into()),
             client_name: "é".repeat(MAX_TEXT),
+            identity: "loopback".into(),
         }
     }
 
@@ -275,6 +279,7 @@ mod tests {
         assert_eq!(list.clients.len(), 2);
         assert!(list.clients[0].client_name.len() <= MAX_TEXT, "client-chosen text is bounded");
         assert_eq!(list.clients[0].scope, "ns");
+        assert_eq!(list.clients[0].identity, "loopback", "the identity it was authorized as");
         drop(a);
         assert_eq!(table.count(Transport::Grpc), 0);
         assert_eq!(metrics.clients.get_or_create(&super::super::metrics::GRPC).get(), 0);

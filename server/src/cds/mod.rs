@@ -3,10 +3,11 @@
 //!
 //! [`store`] keeps the latest snapshot per config id; [`watch`] turns it into what one client
 //! must be sent next; [`api`], [`handshake`] and [`session`] speak the upstream HTTP and
-//! WebSocket protocol, with frames of our own making ([`websocket`]); [`clients`] is the table of connected watch clients; [`serve`] runs the
+//! WebSocket protocol, with frames of our own making ([`websocket`]); [`clients`] is the table of connected watch clients; [`authz`] decides who may read what; [`serve`] runs the
 //! listener, which also hands gRPC requests to [`crate::grpc`].
 
 pub mod api;
+pub mod authz;
 pub mod clients;
 pub mod handshake;
 pub mod metrics;

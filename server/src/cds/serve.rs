@@ -43,6 +43,8 @@ pub struct ServerSettings {
     pub session: super::session::Settings,
     /// The gRPC API's limits (HTTP/2 streams, keepalive, request size).
     pub grpc: crate::grpc::Settings,
+    /// Who may read which configs, on every transport (`--cds-authorization`).
+    pub authorizer: Arc<super::authz::Authorizer>,
 }
 
 impl Default for ServerSettings {
@@ -53,6 +55,7 @@ impl Default for ServerSettings {
             shutdown_grace: Duration::from_secs(5),
             session: Default::default(),
             grpc: Default::default(),
+            authorizer: Arc::new(super::authz::Authorizer::unchecked()),
         }
     }
 }
@@ -73,11 +76,18 @@ pub async fn serve(
         session: settings.session.clone(),
         shutdown: shutdown.clone(),
         clients: clients.clone(),
+        authorizer: settings.authorizer.clone(),
     });
     let router = api::router(state).merge(extra);
-    let grpc =
-        crate::grpc::routes(store.clone(), store.metrics.clone(), clients, settings.grpc.clone(), shutdown.clone())
-            .await;
+    let grpc = crate::grpc::routes(
+        store.clone(),
+        store.metrics.clone(),
+        clients,
+        settings.authorizer.clone(),
+        settings.grpc.clone(),
+        shutdown.clone(),
+    )
+    .await;
     let rejected = Some(store.metrics.rejected_connections.clone());
     let mut acceptor = match Acceptor::new(listener, "config discovery", settings.max_connections, rejected) {
         Ok(acceptor) => acceptor,

@@ -1,12 +1,15 @@
 //! Cluster mode: the operator against a Kubernetes API server. Watchers feed the index
 //! ([`source`], translating events with [`translate`]); the [`writer`] applies the rendered
 //! [`ops`] when this replica leads ([`lease`]), skipping what the watchers show in place
-//! already ([`live`]).
+//! already ([`live`]). [`pods`] indexes the dataplane pods' IPs for CDS authorization, [`review`] checks
+//! CDS clients' bearer tokens.
 
 pub mod lease;
 pub mod live;
 pub mod ops;
+pub mod pods;
 pub mod ratelimit;
+pub mod review;
 pub mod source;
 pub mod translate;
 pub mod writer;
@@ -26,6 +29,8 @@ pub struct Settings {
     pub leader_elect: bool,
     /// Where the leader election Lease lives: the operator's namespace.
     pub namespace: String,
+    /// With `--cds-authorization=pod`: the index the dataplane pod watcher feeds.
+    pub dataplane_pods: Option<std::sync::Arc<crate::cds::authz::DataplaneIndex>>,
 }
 
 /// Connects to the API server (KUBECONFIG, else the in-cluster service account) and checks
@@ -56,7 +61,10 @@ pub async fn start(
         tracing::info!("the API server serves no gateway.networking.k8s.io/v1alpha2 UDPRoutes: not watching them");
     }
     let options = source::SourceOptions { endpoints: settings.endpoints, gateway_udp_routes };
-    let mut tasks = source::spawn(&client, options, tx, writer.clone(), shutdown);
+    let mut tasks = source::spawn(&client, options, tx, writer.clone(), shutdown.clone());
+    if let Some(index) = settings.dataplane_pods {
+        tasks.spawn(pods::follow(client.clone(), index, shutdown));
+    }
     let (leader, leading) = watch::channel(!settings.leader_elect);
     let writes_done = CancellationToken::new();
     if settings.leader_elect {

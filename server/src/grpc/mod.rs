@@ -10,6 +10,7 @@ mod limits;
 mod service;
 mod stream;
 
+use crate::cds::authz::Authorizer;
 use crate::cds::clients::ClientTable;
 use crate::cds::{CdsMetrics, ConfigStore};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -116,6 +117,7 @@ pub async fn routes(
     store: Arc<ConfigStore>,
     metrics: CdsMetrics,
     clients: Arc<ClientTable>,
+    authorizer: Arc<Authorizer>,
     settings: Settings,
     shutdown: CancellationToken,
 ) -> tonic::service::Routes {
@@ -124,6 +126,7 @@ pub async fn routes(
         store,
         metrics,
         clients,
+        authorizer,
         settings,
         shutdown.clone(),
     ))

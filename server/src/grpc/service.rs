@@ -7,13 +7,15 @@ use super::config_discovery_server;
 use super::limits::{ConnectionWatches, WatchLimits};
 use super::stream::{AckReader, Outbound};
 use super::{Encoded, Settings, encode_list};
-use crate::cds::clients::{ClientInfo, ClientTable};
+use crate::cds::authz::{Authorizer, Identity, bearer};
+use crate::cds::clients::{ClientInfo, ClientTable, scope_string};
 use crate::cds::metrics::Transport;
 use crate::cds::serve::PeerAddr;
 use crate::cds::store::Encoding;
 use crate::cds::watch::{Held, Watch};
 use crate::cds::{CdsMetrics, ConfigStore, Scope, Version};
 use futures_util::Stream;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
@@ -27,6 +29,7 @@ pub struct ConfigDiscovery {
     store: Arc<ConfigStore>,
     metrics: CdsMetrics,
     clients: Arc<ClientTable>,
+    authorizer: Arc<Authorizer>,
     settings: Settings,
     watches: WatchLimits,
     shutdown: CancellationToken,
@@ -37,11 +40,21 @@ impl ConfigDiscovery {
         store: Arc<ConfigStore>,
         metrics: CdsMetrics,
         clients: Arc<ClientTable>,
+        authorizer: Arc<Authorizer>,
         settings: Settings,
         shutdown: CancellationToken,
     ) -> Self {
         let watches = WatchLimits::new(settings.max_watches, settings.max_watches_per_connection);
-        ConfigDiscovery { store, metrics, clients, settings, watches, shutdown }
+        ConfigDiscovery { store, metrics, clients, authorizer, settings, watches, shutdown }
+    }
+
+    /// Who the caller is, or PERMISSION_DENIED saying why (the decision of the HTTP API too).
+    async fn authorize(&self, caller: &Caller, scope: &Scope) -> Result<Identity, Status> {
+        let Caller { peer, token } = caller;
+        self.authorizer.authorize(*peer, token.as_deref(), scope).await.map_err(|refusal| {
+            tracing::info!(peer = ?peer, scope = %scope_string(scope), reason = %refusal, "gRPC CDS request refused");
+            Status::permission_denied(refusal.to_string())
+        })
     }
 }
 
@@ -50,15 +63,17 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
 #[tonic::async_trait]
 impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
     async fn list(&self, request: Request<proto::ListRequest>) -> Result<Response<Encoded>, Status> {
-        let scope = scope(request.into_inner().scope)?;
+        let scope = scope(request.get_ref().scope.clone())?;
+        self.authorize(&Caller::of(&request), &scope).await?;
         let updates: Vec<_> =
             self.store.list(&scope).iter().map(|s| s.encoded(&s.plain(), Encoding::GrpcUpdate)).collect();
         Ok(Response::new(Encoded(encode_list(&updates))))
     }
 
     async fn get(&self, request: Request<proto::GetRequest>) -> Result<Response<Encoded>, Status> {
+        let id = config_id(request.get_ref().id.clone(), "id")?;
+        self.authorize(&Caller::of(&request), &Scope::Config(id.clone())).await?;
         let request = request.into_inner();
-        let id = config_id(request.id, "id")?;
         let Some(snapshot) = self.store.get(&id) else {
             return Err(Status::not_found(format!("Config not found for ID {id}")));
         };
@@ -71,7 +86,7 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
 
     async fn watch(&self, request: Request<Streaming<proto::WatchRequest>>) -> Result<Response<WatchStream>, Status> {
         let slots = self.watches.admit(request.extensions().get::<ConnectionWatches>())?;
-        let remote_address = request.extensions().get::<PeerAddr>().map(|p| p.0);
+        let caller = Caller::of(&request);
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(self.settings.start_timeout, inbound.message())
             .await
@@ -85,14 +100,16 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
             (false, Scope::Config(_)) => Some(start.node),
             (false, _) => return Err(Status::invalid_argument("`node` needs a single-config scope")),
         };
+        let identity = self.authorize(&caller, &scope).await?;
         let held = held(start.resume)?;
         let (watch, initial) = Watch::resume(self.store.clone(), scope.clone(), node.clone(), &held);
         let client = self.clients.register(ClientInfo {
             transport: Transport::Grpc,
-            remote_address,
+            remote_address: caller.peer,
             node: node.unwrap_or_default(),
             scope,
             client_name: start.client_name,
+            identity: identity.to_string(),
         });
         let acks = AckReader::spawn(inbound, client.client());
         let outbound = Outbound::new(watch, initial, client, acks, slots, self.shutdown.clone(), self.metrics.clone());
@@ -109,9 +126,24 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
 
     async fn list_clients(
         &self,
-        _request: Request<proto::ListClientsRequest>,
+        request: Request<proto::ListClientsRequest>,
     ) -> Result<Response<proto::ListClientsResponse>, Status> {
+        self.authorize(&Caller::of(&request), &Scope::All).await?;
         Ok(Response::new(self.clients.list()))
+    }
+}
+
+/// Who is calling: the remote address of the connection the call came on, and the bearer
+/// token of its `authorization` metadata, if any.
+struct Caller {
+    peer: Option<SocketAddr>,
+    token: Option<String>,
+}
+
+impl Caller {
+    fn of<T>(request: &Request<T>) -> Self {
+        let token = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(bearer);
+        Caller { peer: request.extensions().get::<PeerAddr>().map(|p| p.0), token: token.map(str::to_owned) }
     }
 }
 

@@ -3,7 +3,8 @@
 
 use stunner_gateway_client::cds::{ClientInfo, ClientList};
 
-const HEADER: [&str; 9] = ["TRANSPORT", "REMOTE", "NODE", "SCOPE", "NAME", "SINCE", "CONFIG", "SENT", "ACKED/REJECTED"];
+const HEADER: [&str; 10] =
+    ["TRANSPORT", "REMOTE", "IDENTITY", "NODE", "SCOPE", "NAME", "SINCE", "CONFIG", "SENT", "ACKED/REJECTED"];
 
 /// The table in a stable order whatever order the server keeps: by transport, then by remote
 /// address (configs by id).
@@ -21,7 +22,7 @@ pub fn table(list: &ClientList) -> String {
     if list.clients.is_empty() {
         return "No clients connected.\n".into();
     }
-    let mut rows: Vec<[String; 9]> = vec![HEADER.map(String::from)];
+    let mut rows: Vec<[String; 10]> = vec![HEADER.map(String::from)];
     for c in &list.clients {
         if c.configs.is_empty() {
             rows.push(row(c, "", "", String::new()));
@@ -35,7 +36,7 @@ pub fn table(list: &ClientList) -> String {
             rows.push(row(c, &cfg.id.to_string(), &cfg.version_sent, answer));
         }
     }
-    let mut widths = [0usize; 9];
+    let mut widths = [0usize; 10];
     for r in &rows {
         for (w, cell) in widths.iter_mut().zip(r) {
             *w = (*w).max(cell.chars().count());
@@ -58,11 +59,12 @@ pub fn table(list: &ClientList) -> String {
     out
 }
 
-fn row(c: &ClientInfo, config: &str, sent: &str, answer: String) -> [String; 9] {
+fn row(c: &ClientInfo, config: &str, sent: &str, answer: String) -> [String; 10] {
     let cell = |s: &str| if s.is_empty() { "<none>".to_string() } else { s.to_string() };
     [
         cell(&c.transport),
         cell(&c.remote_address),
+        cell(&c.identity),
         cell(&c.node),
         cell(&c.scope),
         cell(&c.client_name),
@@ -96,6 +98,7 @@ mod tests {
                     node: "n1".into(),
                     scope: "ns/gw".into(),
                     client_name: "pod".into(),
+                    identity: "pod:ns/gw-1".into(),
                     connected_since: "2026-11-29T22:00:01Z".into(),
                     configs: vec![ClientConfigState {
                         id: ConfigId::new("ns", "gw"),
@@ -108,9 +111,9 @@ mod tests {
             ],
         };
         let want = "\
-TRANSPORT   REMOTE        NODE     SCOPE   NAME     SINCE                  CONFIG   SENT               ACKED/REJECTED
-grpc        127.0.0.1:1   n1       ns/gw   pod      2026-11-29T22:00:01Z   ns/gw    00000000000000bb   00000000000000aa, rejected 00000000000000bb: bad
-websocket   127.0.0.1:2   <none>   *       <none>   2026-11-29T22:00:00Z   <none>   <none>             <none>
+TRANSPORT   REMOTE        IDENTITY      NODE     SCOPE   NAME     SINCE                  CONFIG   SENT               ACKED/REJECTED
+grpc        127.0.0.1:1   pod:ns/gw-1   n1       ns/gw   pod      2026-11-29T22:00:01Z   ns/gw    00000000000000bb   00000000000000aa, rejected 00000000000000bb: bad
+websocket   127.0.0.1:2   <none>        <none>   *       <none>   2026-11-29T22:00:00Z   <none>   <none>             <none>
 ";
         assert_eq!(table(&sorted(list)), want);
         assert_eq!(table(&ClientList::default()), "No clients connected.\n");

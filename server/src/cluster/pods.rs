@@ -1,0 +1,156 @@
+//! The watcher of our dataplane pods that feeds [`DataplaneIndex`] (`--cds-authorization=pod`).
+//!
+//! It is not part of the render index: pods are no render input, and only their IPs matter.
+//! It watches the pods that carry the labels our Deployments put on their pod template
+//! (src/render/deployment.rs) and keeps those that are what such a Deployment runs: in the
+//! Gateway's own namespace (a Deployment's pods live in its namespace, so a pod elsewhere that
+//! claims the Gateway is lying), controlled by a ReplicaSet of the Gateway's Deployment, and
+//! running.
+
+use crate::cds::authz::{DataplaneIndex, DataplanePod};
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use std::net::IpAddr;
+use std::sync::Arc;
+use stunner_gateway::cds::ConfigId;
+use stunner_gateway::keys::{APP_LABEL, APP_VALUE, RELATED_GATEWAY_NAME, RELATED_GATEWAY_NAMESPACE};
+use tokio_util::sync::CancellationToken;
+
+/// The label selector of the watch: what our Deployments' pod templates carry.
+pub fn selector() -> String {
+    format!("{APP_LABEL}={APP_VALUE},{RELATED_GATEWAY_NAME},{RELATED_GATEWAY_NAMESPACE}")
+}
+
+/// Follows the dataplane pods into `index` until `shutdown`. Errors are logged and retried.
+pub async fn follow(client: Client, index: Arc<DataplaneIndex>, shutdown: CancellationToken) {
+    let api = Api::<Pod>::all(client);
+    let config = watcher::Config::default().labels(&selector());
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    let mut relist: Option<Vec<DataplanePod>> = None;
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            event = events.next() => event,
+        };
+        match event {
+            None => return,
+            Some(Err(e)) => tracing::warn!(error = %e, "dataplane pod watch failed; retrying"),
+            Some(Ok(watcher::Event::Apply(pod))) => match dataplane_pod(&pod) {
+                Some(p) => index.apply(p),
+                None => index.remove(pod_namespace(&pod), pod_name(&pod)),
+            },
+            Some(Ok(watcher::Event::Delete(pod))) => index.remove(pod_namespace(&pod), pod_name(&pod)),
+            Some(Ok(watcher::Event::Init)) => relist = Some(Vec::new()),
+            Some(Ok(watcher::Event::InitApply(pod))) => {
+                relist.get_or_insert_default().extend(dataplane_pod(&pod));
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                let pods = relist.take().unwrap_or_default();
+                tracing::debug!(pods = pods.len(), "dataplane pods listed");
+                index.replace(pods);
+            }
+        }
+    }
+}
+
+fn pod_namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or_default()
+}
+
+fn pod_name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// The pod as the index keeps it, if it is a running pod of one of our dataplane Deployments.
+pub fn dataplane_pod(pod: &Pod) -> Option<DataplanePod> {
+    let labels = pod.metadata.labels.as_ref()?;
+    let namespace = pod_namespace(pod);
+    let gateway = labels.get(RELATED_GATEWAY_NAME)?;
+    if labels.get(RELATED_GATEWAY_NAMESPACE).map(String::as_str) != Some(namespace) {
+        return None;
+    }
+    // A Deployment's ReplicaSets are named `<deployment>-<pod-template-hash>`, and ours is
+    // named after its Gateway.
+    let prefix = format!("{gateway}-");
+    let controlled = pod.metadata.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true)
+            && o.kind == "ReplicaSet"
+            && o.api_version == "apps/v1"
+            && o.name.starts_with(&prefix)
+    });
+    let status = pod.status.as_ref()?;
+    if !controlled || status.phase.as_deref() != Some("Running") {
+        return None;
+    }
+    let mut ips: Vec<IpAddr> = status.pod_ips.iter().flatten().filter_map(|p| p.ip.parse().ok()).collect();
+    ips.extend(status.pod_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok()));
+    ips.sort();
+    ips.dedup();
+    let spec = pod.spec.as_ref();
+    Some(DataplanePod {
+        namespace: namespace.to_string(),
+        name: pod_name(pod).to_string(),
+        gateway: ConfigId::new(namespace, gateway.as_str()),
+        host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
+        node: spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        ips,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(namespace: &str, labels: serde_json::Value, owner: &str, phase: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "gw-a-5d8f9-x2x7q",
+                "namespace": namespace,
+                "labels": labels,
+                "ownerReferences": [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                    "uid": "u", "controller": true,
+                }],
+            },
+            "spec": {"containers": [], "nodeName": "node-1"},
+            "status": {
+                "phase": phase,
+                "podIP": "10.0.0.1",
+                "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+            },
+        }))
+        .unwrap()
+    }
+
+    fn ours(ns: &str) -> serde_json::Value {
+        json!({
+            "app": "stunner",
+            "stunner.l7mp.io/related-gateway-name": "gw-a",
+            "stunner.l7mp.io/related-gateway-namespace": ns,
+        })
+    }
+
+    #[test]
+    fn a_running_pod_of_our_deployment_is_indexed_with_every_ip() {
+        let p = dataplane_pod(&pod("team-a", ours("team-a"), "gw-a-5d8f9", "Running")).unwrap();
+        assert_eq!(p.gateway, ConfigId::new("team-a", "gw-a"));
+        assert_eq!(p.ips, vec!["10.0.0.1".parse::<IpAddr>().unwrap(), "fd00::1".parse().unwrap()]);
+        assert!(!p.host_network);
+        assert_eq!(p.node, "node-1");
+    }
+
+    #[test]
+    fn pods_that_only_claim_a_gateway_are_not() {
+        // Labelled for team-a's Gateway but running in another namespace.
+        assert_eq!(dataplane_pod(&pod("team-b", ours("team-a"), "gw-a-5d8f9", "Running")), None);
+        // Not run by the Gateway's Deployment.
+        assert_eq!(dataplane_pod(&pod("team-a", ours("team-a"), "other-5d8f9", "Running")), None);
+        // Not running (yet, or any more).
+        assert_eq!(dataplane_pod(&pod("team-a", ours("team-a"), "gw-a-5d8f9", "Pending")), None);
+        assert_eq!(dataplane_pod(&pod("team-a", ours("team-a"), "gw-a-5d8f9", "Succeeded")), None);
+        assert_eq!(dataplane_pod(&pod("team-a", json!({"app": "stunner"}), "gw-a-5d8f9", "Running")), None);
+    }
+}
