@@ -376,6 +376,7 @@ fn helm_values_reach_the_operator() {
         "throttleTimeout=1s",
         "endpointDiscovery=false",
         "enableFinalizer=true",
+        "enforceReferenceGrants=true",
         "cds.port=14000",
         "cds.serviceName=cds",
         "networkPolicy.enabled=false",
@@ -389,6 +390,7 @@ fn helm_values_reach_the_operator() {
         "--throttle-timeout=1s",
         "--endpoint-discovery=false",
         "--enable-finalizer",
+        "--enforce-reference-grants",
         "--config-discovery-address=:14000",
     ] {
         assert!(a.contains(&flag.to_string()), "{flag} in {a:?}");
@@ -561,6 +563,7 @@ fn watched_resource(kind: &str) -> Option<(&'static str, &'static str)> {
         "Node" => ("", "nodes"),
         "Namespace" => ("", "namespaces"),
         "Deployment" => ("apps", "deployments"),
+        "ReferenceGrant" => ("gateway.networking.k8s.io", "referencegrants"),
         _ => return None,
     })
 }

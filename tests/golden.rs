@@ -24,6 +24,8 @@ struct CaseSettings {
     label_filter: Option<Vec<String>>,
     /// Render as `--enable-finalizer` does at exit.
     finalize: bool,
+    /// `--enforce-reference-grants`.
+    enforce_reference_grants: bool,
 }
 
 impl CaseSettings {
@@ -39,6 +41,7 @@ impl CaseSettings {
             cds_address: c.cds_address.unwrap_or(d.cds_address),
             label_filter: c.label_filter.unwrap_or(d.label_filter),
             finalizing: c.finalize,
+            enforce_reference_grants: c.enforce_reference_grants,
         }
     }
 }

@@ -66,7 +66,7 @@ fn random_objects(rng: &mut Rng) -> Vec<Value> {
         }
         if rng.chance(70) {
             let backends: Vec<Value> = (0..rng.next() % 3)
-                .map(|_| json!({"name": rng.pick(&NAMES), "group": rng.pick(&["", "stunner.l7mp.io", "x"]),
+                .map(|_| json!({"name": rng.pick(&NAMES), "namespace": rng.pick(&NAMESPACES), "group": rng.pick(&["", "stunner.l7mp.io", "x"]),
                     "kind": rng.pick(&["Service", "StaticService"]), "port": rng.next() % 70000, "endPort": rng.next() % 70000}))
                 .collect();
             let parents: Vec<Value> = (0..rng.next() % 3)
@@ -101,6 +101,23 @@ fn random_objects(rng: &mut Rng) -> Vec<Value> {
                 "status": {"addresses": [{"type": "ExternalIP", "address": rng.pick(&["1.1.1.1", "::1"])}]}}));
         }
     }
+    // Last, so that the incremental check below often starts from a grant.
+    for name in NAMES {
+        if rng.chance(40) {
+            let from = json!([{"group": rng.pick(&["stunner.l7mp.io", "gateway.networking.k8s.io"]), "kind": "UDPRoute",
+                "namespace": rng.pick(&NAMESPACES)}]);
+            let target = *rng.pick(&NAMES);
+            let to = rng
+                .pick(&[
+                    json!([{"group": "", "kind": "Service"}]),
+                    json!([{"group": "", "kind": "Service", "name": target}]),
+                    json!([{"group": "stunner.l7mp.io", "kind": "StaticService"}]),
+                ])
+                .clone();
+            out.push(json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+                "metadata": {"name": name, "namespace": rng.pick(&NAMESPACES)}, "spec": {"from": from, "to": to}}));
+        }
+    }
     out
 }
 
@@ -113,13 +130,14 @@ fn build(objects: &[Resource]) -> Index {
 #[test]
 fn random_indexes_render_deterministically() {
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2024-01-01T00:00:00Z".parse().unwrap());
-    for seed in 1..=300u64 {
+    for seed in 1..=3000u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let objects: Vec<Resource> = random_objects(&mut rng).into_iter().map(|v| decode_value(v).unwrap()).collect();
         let settings = RenderSettings {
             dataplane_mode: if rng.chance(30) { DataplaneMode::Legacy } else { DataplaneMode::Managed },
             endpoint_discovery: rng.chance(80),
             endpoint_slices: rng.chance(80),
+            enforce_reference_grants: rng.chance(60),
             ..Default::default()
         };
         let index = build(&objects);
@@ -131,6 +149,7 @@ fn random_indexes_render_deterministically() {
         // Incremental: rendering what the last object dirtied agrees with the full render.
         let (last, rest) = objects.split_last().unwrap();
         let mut index = build(rest);
+        let before = render_all(&index, &settings, &now);
         let dirty = index.apply(last.clone());
         let part = render(&index, &dirty, &settings, &now);
         for (k, v) in &part.gateways {
@@ -138,6 +157,13 @@ fn random_indexes_render_deterministically() {
         }
         for (k, v) in &part.routes {
             assert_eq!(Some(v), out.routes.get(k), "seed {seed}: incremental route {k:?} differs");
+        }
+        // And what it did not dirty did not change.
+        for (k, v) in out.gateways.iter().filter(|(k, _)| !part.gateways.contains_key(*k)) {
+            assert_eq!(Some(v), before.gateways.get(k), "seed {seed}: gateway {k} changed but was not dirtied");
+        }
+        for (k, v) in out.routes.iter().filter(|(k, _)| !part.routes.contains_key(*k)) {
+            assert_eq!(Some(v), before.routes.get(k), "seed {seed}: route {k:?} changed but was not dirtied");
         }
     }
 }

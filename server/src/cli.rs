@@ -81,6 +81,12 @@ pub struct Args {
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
     pub enable_finalizer: bool,
 
+    /// Resolve a route backend in another namespace only if a ReferenceGrant there allows it
+    /// (Gateway API semantics; the refused route gets ResolvedRefs=False, RefNotPermitted). Off
+    /// by default: any namespace is allowed, as upstream.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub enforce_reference_grants: bool,
+
     /// Most CDS connections open at once.
     #[arg(long, default_value_t = 16384)]
     pub cds_max_connections: usize,
@@ -307,6 +313,15 @@ mod tests {
         assert_eq!(a.health_probe_bind_address.0.unwrap().port(), 8081);
         assert_eq!(a.pprof_bind_address, BindAddress(None));
         assert!(!a.leader_elect && !a.enable_finalizer && !a.disable_endpointslice_controller);
+        assert!(!a.enforce_reference_grants, "upstream never consults ReferenceGrants");
+    }
+
+    #[test]
+    fn enforce_reference_grants_is_a_go_bool_flag() {
+        assert!(parse(&["--enforce-reference-grants"]).unwrap().enforce_reference_grants);
+        assert!(parse(&["-enforce-reference-grants=true"]).unwrap().enforce_reference_grants);
+        assert!(!parse(&["--enforce-reference-grants=false"]).unwrap().enforce_reference_grants);
+        assert!(parse(&["--enforce-reference-grants=maybe"]).is_err());
     }
 
     #[test]

@@ -102,6 +102,7 @@ async fn run(args: Args) -> Result<(), String> {
         ),
         label_filter: cli::label_filter(std::env::var("STUNNER_GATEWAY_OPERATOR_LABEL_FILTER").ok()),
         finalizing: false,
+        enforce_reference_grants: args.enforce_reference_grants,
     };
     let (tx, rx) = mpsc::channel(64);
     let outputs = Outputs {
@@ -126,6 +127,7 @@ async fn run(args: Args) -> Result<(), String> {
             let settings = cluster::Settings {
                 endpoints: args.disable_endpointslice_controller,
                 leader_elect: args.leader_elect,
+                reference_grants: args.enforce_reference_grants,
                 namespace,
                 dataplane_pods: (args.cds_authorization == authz::Mode::Pod).then_some(dataplane_pods),
             };

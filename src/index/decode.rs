@@ -2,7 +2,9 @@
 //! golden tests load YAML.
 
 use super::Resource;
-use crate::resources::{Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, StaticService, UdpRoute};
+use crate::resources::{
+    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Secret, Service};
@@ -58,6 +60,9 @@ pub fn decode_value(v: Value) -> Result<Resource, DecodeError> {
         }
         ("gateway.networking.k8s.io", "v1" | "v1beta1", "Gateway") => Resource::Gateway(typed::<Gateway>(v, k)?),
         ("gateway.networking.k8s.io", "v1alpha2", "UDPRoute") => typed::<GatewayUdpRoute>(v, k)?.into(),
+        ("gateway.networking.k8s.io", "v1" | "v1beta1", "ReferenceGrant") => {
+            Resource::ReferenceGrant(typed::<ReferenceGrant>(v, k)?)
+        }
         ("stunner.l7mp.io", "v1", "GatewayConfig") => Resource::GatewayConfig(typed::<GatewayConfig>(v, k)?),
         ("stunner.l7mp.io", "v1", "Dataplane") => Resource::Dataplane(typed::<Dataplane>(v, k)?),
         ("stunner.l7mp.io", "v1", "UDPRoute") => Resource::UdpRoute(typed::<UdpRoute>(v, k)?),

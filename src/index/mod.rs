@@ -9,6 +9,7 @@
 mod convert;
 mod decode;
 mod dirty;
+mod grants;
 mod key;
 mod refs;
 
@@ -18,7 +19,9 @@ pub use dirty::Dirty;
 pub use key::{ObjRef, ObjectKey};
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
 
-use crate::resources::{Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, StaticService, UdpRoute};
+use crate::resources::{
+    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -152,6 +155,9 @@ kinds! {
     Namespace(Namespace) in namespaces, cluster = true;
     /// `apps/v1` `Deployment`: the managed dataplanes.
     Deployment(Deployment) in deployments, cluster = false;
+    /// Gateway API `ReferenceGrant`: which cross-namespace backend references are allowed
+    /// (read with `--enforce-reference-grants` only).
+    ReferenceGrant(ReferenceGrant) in reference_grants, cluster = false;
 }
 
 impl Resource {
@@ -201,7 +207,8 @@ from_typed!(
     Secret(Secret),
     Node(Node),
     Namespace(Namespace),
-    Deployment(Deployment)
+    Deployment(Deployment),
+    ReferenceGrant(ReferenceGrant)
 );
 
 /// Every watched object, with forward and reverse references between them.

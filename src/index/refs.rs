@@ -95,7 +95,8 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
         | Resource::StaticService(_)
         | Resource::Secret(_)
         | Resource::Node(_)
-        | Resource::Namespace(_) => Vec::new(),
+        | Resource::Namespace(_)
+        | Resource::ReferenceGrant(_) => Vec::new(),
     }
 }
 
@@ -144,6 +145,10 @@ impl Index {
                 self.references(r).to_vec().iter().for_each(|s| self.walk(s, dirty))
             }
             Kind::Deployment => self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty)),
+            Kind::ReferenceGrant => {
+                let granted = self.granted_routes(r);
+                granted.iter().for_each(|route| self.mark_route(route, dirty));
+            }
             Kind::Node => {} // see `Index::node_change`
         }
     }

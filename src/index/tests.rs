@@ -197,3 +197,68 @@ fn cluster_scoped_keys_ignore_namespaces() {
     let r = one("apiVersion: v1\nkind: Namespace\nmetadata: {name: a, namespace: junk}\n");
     assert_eq!(r.key().to_string(), "/a");
 }
+
+/// Routes of two namespaces using a Service of `shared`, each through its own Gateway.
+const CROSS_NAMESPACE_ROUTES: &str = r#"
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: route-x, namespace: team-a}
+spec:
+  parentRefs: [{name: gw-a, namespace: ns}]
+  rules: [{backendRefs: [{name: svc-1, namespace: shared}]}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: route-y, namespace: team-b}
+spec:
+  parentRefs: [{name: gw-b, namespace: ns}]
+  rules: [{backendRefs: [{name: svc-1, namespace: shared}]}]
+"#;
+
+fn grant(from_ns: &str, to: &str) -> Resource {
+    one(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: shared}}\n\
+         spec: {{from: [{{group: stunner.l7mp.io, kind: UDPRoute, namespace: {from_ns}}}], to: [{to}]}}\n"
+    ))
+}
+
+fn routes(d: &Dirty) -> Vec<String> {
+    d.routes.iter().map(|r| r.key.to_string()).collect()
+}
+
+#[test]
+fn a_grant_marks_only_the_gateways_of_the_routes_it_opens_a_namespace_to() {
+    let mut index = fixture();
+    decode(CROSS_NAMESPACE_ROUTES).into_iter().for_each(|r| drop(index.apply(r)));
+    let d = index.apply(grant("team-a", "{group: '', kind: Service}"));
+    assert_eq!((gws(&d), routes(&d)), (vec!["ns/gw-a".to_string()], vec!["team-a/route-x".to_string()]));
+    // Moved to team-b: the routes it stops and starts allowing.
+    let d = index.apply(grant("team-b", "{group: '', kind: Service}"));
+    assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"]);
+    assert_eq!(routes(&d), ["team-a/route-x", "team-b/route-y"]);
+    // A grant to another Service, or to StaticServices, affects no route.
+    let d = index.apply(grant("team-b", "{group: '', kind: Service, name: svc-2}"));
+    assert_eq!(gws(&d), ["ns/gw-b"], "only the routes the previous version allowed");
+    assert!(index.apply(grant("team-b", "{group: stunner.l7mp.io, kind: StaticService}")).is_empty());
+    index.apply(grant("team-b", "{group: '', kind: Service, name: svc-1}"));
+    let d = index.delete(Kind::ReferenceGrant, "shared", "g");
+    assert_eq!((gws(&d), routes(&d)), (vec!["ns/gw-b".to_string()], vec!["team-b/route-y".to_string()]));
+    assert!(index.delete(Kind::ReferenceGrant, "shared", "g").is_empty());
+}
+
+#[test]
+fn a_grant_permits_its_route_kind_namespace_and_target() {
+    let mut index = fixture();
+    let route = |ns: &str| ObjRef::new(Kind::UdpRoute, ObjectKey::new(ns, "r"));
+    let svc = |name: &str| ObjRef::new(Kind::Service, ObjectKey::new("shared", name));
+    assert!(index.reference_permitted(&route("shared"), &svc("svc-1")), "same namespace: no grant needed");
+    assert!(!index.reference_permitted(&route("team-a"), &svc("svc-1")));
+    index.apply(grant("team-a", "{group: '', kind: Service, name: svc-1}"));
+    assert!(index.reference_permitted(&route("team-a"), &svc("svc-1")));
+    assert!(!index.reference_permitted(&route("team-a"), &svc("svc-2")), "another name");
+    assert!(!index.reference_permitted(&route("team-b"), &svc("svc-1")), "another namespace");
+    let v1alpha2 = ObjRef::new(Kind::GatewayUdpRoute, ObjectKey::new("team-a", "r"));
+    assert!(!index.reference_permitted(&v1alpha2, &svc("svc-1")), "another route kind");
+    let static_service = ObjRef::new(Kind::StaticService, ObjectKey::new("shared", "svc-1"));
+    assert!(!index.reference_permitted(&route("team-a"), &static_service), "another backend kind");
+}

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 /// A route the renderer considers: a STUNner v1 route, or a v1alpha2 route not masked by one.
 #[derive(Debug, Clone, Copy)]
 pub struct Route<'a> {
+    /// `Kind::UdpRoute` or `Kind::GatewayUdpRoute`.
+    pub kind: Kind,
     pub key: &'a ObjectKey,
     pub route: &'a UdpRoute,
 }
@@ -18,6 +20,10 @@ pub struct Route<'a> {
 impl Route<'_> {
     pub fn namespace(&self) -> &str {
         &self.key.namespace
+    }
+
+    pub fn obj_ref(&self) -> ObjRef {
+        ObjRef::new(self.kind, self.key.clone())
     }
 }
 
@@ -33,7 +39,7 @@ pub fn route<'a>(index: &'a Index, r: &'a ObjRef) -> Option<Route<'a>> {
         Kind::GatewayUdpRoute => index.gateway_udp_routes(),
         _ => return None,
     };
-    store.get(&r.key).map(|route| Route { key: &r.key, route })
+    store.get(&r.key).map(|route| Route { kind: r.kind, key: &r.key, route })
 }
 
 /// The routes naming a Gateway as parent: v1 routes, then unmasked v1alpha2 routes, each in
@@ -41,10 +47,10 @@ pub fn route<'a>(index: &'a Index, r: &'a ObjRef) -> Option<Route<'a>> {
 pub fn gateway_routes<'a>(index: &'a Index, gw: &ObjectKey) -> Vec<Route<'a>> {
     let target = ObjRef::new(Kind::Gateway, gw.clone());
     let v1 = index.referrers(&target, Kind::UdpRoute).filter_map(|k| index.udp_routes().get_key_value(k));
-    let v1 = v1.map(|(key, route)| Route { key, route });
+    let v1 = v1.map(|(key, route)| Route { kind: Kind::UdpRoute, key, route });
     let v1a2 = index.referrers(&target, Kind::GatewayUdpRoute).filter(|k| !index.udp_routes().contains_key(*k));
     let v1a2 = v1a2.filter_map(|k| index.gateway_udp_routes().get_key_value(k));
-    v1.chain(v1a2.map(|(key, route)| Route { key, route })).collect()
+    v1.chain(v1a2.map(|(key, route)| Route { kind: Kind::GatewayUdpRoute, key, route })).collect()
 }
 
 /// Whether parentRef `p` of a route in `route_ns` attaches to listener `l` of Gateway `gw`.

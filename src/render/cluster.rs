@@ -29,7 +29,7 @@ pub fn render(index: &Index, route: &Route<'_>, settings: &RenderSettings) -> Re
     let mut cluster_type = None;
     let mut endpoints = Vec::new();
     for b in &rule.backend_refs {
-        let (backend, err) = backend(index, route.namespace(), b, settings);
+        let (backend, err) = backend(index, route, b, settings);
         if err.is_some() {
             error = err;
         }
@@ -57,12 +57,17 @@ pub fn render(index: &Index, route: &Route<'_>, settings: &RenderSettings) -> Re
 
 /// Resolves one backendRef: its endpoints if any, and its error if any (a Service whose pods or
 /// ClusterIP alone are missing yields both).
+///
+/// The checks go as the Gateway API orders them: group and kind (`InvalidKind`), then the
+/// ReferenceGrant (`RefNotPermitted`, with `--enforce-reference-grants`), then existence
+/// (`BackendNotFound`), so a refused reference tells nothing of what the other namespace holds.
 fn backend(
     index: &Index,
-    route_ns: &str,
+    route: &Route<'_>,
     b: &BackendRef,
     settings: &RenderSettings,
 ) -> (Option<Backend>, Option<RenderError>) {
+    let route_ns = route.namespace();
     let err = |r| Some(RenderError::new(r));
     if !matches!(b.group.as_deref(), None | Some("") | Some(GROUP)) {
         return (None, err(Reason::InvalidBackendGroup));
@@ -73,6 +78,9 @@ fn backend(
     let Some(target) = crate::index::backend_target(route_ns, b) else {
         return (None, err(Reason::InvalidBackendKind));
     };
+    if settings.enforce_reference_grants && !index.reference_permitted(&route.obj_ref(), &target) {
+        return (None, err(Reason::RefNotPermitted));
+    }
     match target.kind {
         Kind::StaticService => match index.static_services().get(&target.key) {
             Some(s) => (Some(Backend { endpoints: s.spec.prefixes.clone(), cluster_type: CLUSTER_TYPE_STATIC }), None),

@@ -25,6 +25,8 @@ pub enum Reason {
     InvalidCertificateRef,
     InvalidBackendGroup,
     InvalidBackendKind,
+    /// A backend in another namespace that no ReferenceGrant opens to the route.
+    RefNotPermitted,
     ServiceNotFound,
     ClusterIpNotFound,
     EndpointNotFound,
@@ -64,6 +66,7 @@ impl Reason {
             Reason::InvalidCertificateRef => "invalid certificate reference",
             Reason::InvalidBackendGroup => "invalid backend group",
             Reason::InvalidBackendKind => "invalid backend kind",
+            Reason::RefNotPermitted => "backend reference not permitted by any ReferenceGrant",
             Reason::ServiceNotFound => "service not found",
             Reason::ClusterIpNotFound => "cluster IP not found",
             Reason::EndpointNotFound => "endpoint not found",

@@ -43,6 +43,9 @@ pub struct RenderSettings {
     /// The exit-time cleanup of `--enable-finalizer` (see [`super::finalize`]): every class
     /// of ours renders as invalid.
     pub finalizing: bool,
+    /// `--enforce-reference-grants`: a backend in another namespace than its route needs a
+    /// ReferenceGrant (Gateway API semantics); off, any namespace is allowed, as upstream.
+    pub enforce_reference_grants: bool,
 }
 
 impl Default for RenderSettings {
@@ -55,6 +58,7 @@ impl Default for RenderSettings {
             cds_address: DEFAULT_CDS_ADDRESS.into(),
             label_filter: DEFAULT_LABEL_FILTER.iter().map(|s| s.to_string()).collect(),
             finalizing: false,
+            enforce_reference_grants: false,
         }
     }
 }

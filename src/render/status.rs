@@ -144,6 +144,11 @@ pub fn gateway(
     }
 }
 
+/// The `ResolvedRefs` message of a route with a backend that failed to resolve (upstream's).
+const UNRESOLVED: &str = "at least one backend reference failed to be successfully resolved";
+/// The `ResolvedRefs` message of a route with a backend refused for want of a ReferenceGrant.
+const NOT_PERMITTED: &str = "at least one backend reference to another namespace is not permitted by a ReferenceGrant";
+
 /// The copy of a parentRef that goes into a route status: defaults and `port` left out.
 fn status_parent_ref(p: &ParentReference) -> ParentReference {
     ParentReference {
@@ -199,18 +204,12 @@ pub fn route(
                 build("ResolvedRefs", "True", "ResolvedRefs", "all backend references successfully resolved", g, now)
             }
             Some(e) => {
-                let reason = match e.reason {
-                    Reason::InvalidBackendGroup | Reason::InvalidBackendKind => "InvalidKind",
-                    _ => "BackendNotFound",
+                let (reason, message) = match e.reason {
+                    Reason::InvalidBackendGroup | Reason::InvalidBackendKind => ("InvalidKind", UNRESOLVED),
+                    Reason::RefNotPermitted => ("RefNotPermitted", NOT_PERMITTED),
+                    _ => ("BackendNotFound", UNRESOLVED),
                 };
-                build(
-                    "ResolvedRefs",
-                    "False",
-                    reason,
-                    "at least one backend reference failed to be successfully resolved",
-                    g,
-                    now,
-                )
+                build("ResolvedRefs", "False", reason, message, g, now)
             }
         };
         let parent_ref = status_parent_ref(p);

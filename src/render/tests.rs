@@ -410,3 +410,30 @@ fn an_invalid_gateway_config_withdraws_every_gateway_of_its_class_naming_the_fie
     let out = render_all(&index_of(BASE), &RenderSettings::default(), &now());
     assert!(out.invalid_configs.is_empty());
 }
+
+/// With `--enforce-reference-grants`, removing the grant re-renders the route's Gateway
+/// without the backend and flips the route to `RefNotPermitted`; without the flag the grant is
+/// never consulted.
+#[test]
+fn removing_a_reference_grant_revokes_the_backend() {
+    let mut index = index_of(&format!(
+        "{BASE}---\napiVersion: v1\nkind: Service\nmetadata: {{name: remote, namespace: shared}}\nspec: {{clusterIP: 10.0.0.9}}\n\
+         ---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: shared}}\n\
+         spec: {{from: [{{group: stunner.l7mp.io, kind: UDPRoute, namespace: ns}}], to: [{{group: '', kind: Service}}]}}\n"
+    ));
+    index.apply(route("[{name: svc}, {name: remote, namespace: shared}]"));
+    let enforce = RenderSettings { enforce_reference_grants: true, ..Default::default() };
+    let resolved = |out: &RenderOutput| {
+        let c = &out.routes.values().next().unwrap().parents[0].conditions[1];
+        (c.status.clone(), c.reason.clone())
+    };
+    let out = render_all(&index, &enforce, &now());
+    assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.0.0.1", "10.0.0.9"]);
+    let dirty = index.delete(Kind::ReferenceGrant, "shared", "g");
+    assert_eq!(dirty.gateways.iter().map(ToString::to_string).collect::<Vec<_>>(), ["ns/gw"]);
+    let out = render(&index, &dirty, &enforce, &now());
+    assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.0.0.1"], "the local backend stays");
+    assert_eq!(resolved(&out), ("False".to_string(), "RefNotPermitted".to_string()));
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.0.0.1", "10.0.0.9"], "not enforced: as upstream");
+}

@@ -12,12 +12,14 @@
 
 mod crd;
 pub mod gateway;
+mod reference_grant;
 mod schema;
 pub mod v1;
 pub mod v1alpha1;
 
 pub use crd::{CrdFile, crd_files, crds};
 pub use gateway::{GatewayDefaultScope, ParentReference, RouteParentStatus, SecretObjectReference};
+pub use reference_grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo};
 pub use v1::*;
 
 /// Gateway API `gateway.networking.k8s.io/v1alpha2` UDPRoute: watched when installed, and

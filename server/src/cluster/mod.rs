@@ -27,6 +27,8 @@ pub struct Settings {
     pub endpoints: bool,
     /// Elect a leader; without, this replica always writes.
     pub leader_elect: bool,
+    /// Watch ReferenceGrants (`--enforce-reference-grants`).
+    pub reference_grants: bool,
     /// Where the leader election Lease lives: the operator's namespace.
     pub namespace: String,
     /// With `--cds-authorization=pod`: the index the dataplane pod watcher feeds.
@@ -60,7 +62,11 @@ pub async fn start(
     if !gateway_udp_routes {
         tracing::info!("the API server serves no gateway.networking.k8s.io/v1alpha2 UDPRoutes: not watching them");
     }
-    let options = source::SourceOptions { endpoints: settings.endpoints, gateway_udp_routes };
+    let options = source::SourceOptions {
+        endpoints: settings.endpoints,
+        gateway_udp_routes,
+        reference_grants: settings.reference_grants,
+    };
     let mut tasks = source::spawn(&client, options, tx, writer.clone(), shutdown.clone());
     if let Some(index) = settings.dataplane_pods {
         tasks.spawn(pods::follow(client.clone(), index, shutdown));

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use stunner_gateway::index::{Kind, Resource};
 use stunner_gateway::keys::{OWNED_BY_LABEL, OWNED_BY_VALUE};
 use stunner_gateway::resources::{
-    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, StaticService, UdpRoute,
+    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -32,6 +32,9 @@ pub struct SourceOptions {
     pub endpoints: bool,
     /// Watch Gateway API v1alpha2 UDPRoutes (the API server serves them).
     pub gateway_udp_routes: bool,
+    /// Watch ReferenceGrants (`--enforce-reference-grants`; otherwise nothing reads them, and
+    /// a cluster without their CRD needs none).
+    pub reference_grants: bool,
 }
 
 /// Whether the API server serves Gateway API v1alpha2 `udproutes`. A group version that is
@@ -77,6 +80,9 @@ pub fn spawn(
     }
     w.add::<k8s_openapi::api::core::v1::Secret>(Kind::Secret, secrets);
     w.add::<k8s_openapi::api::core::v1::Node>(Kind::Node, all.clone());
+    if options.reference_grants {
+        w.add::<ReferenceGrant>(Kind::ReferenceGrant, all.clone());
+    }
     w.add::<k8s_openapi::api::core::v1::Namespace>(Kind::Namespace, all);
     w.add::<k8s_openapi::api::apps::v1::Deployment>(Kind::Deployment, owned);
     w.start()

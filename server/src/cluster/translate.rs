@@ -119,7 +119,8 @@ fn strip(r: &mut Resource) {
         Secret,
         Node,
         Namespace,
-        Deployment
+        Deployment,
+        ReferenceGrant
     );
 }
 
