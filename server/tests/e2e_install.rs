@@ -132,7 +132,7 @@ spec:
         - name: echo
           image: localhost/stunner-test/udp-echo:latest
           imagePullPolicy: Never
-          args: ["-port", "{ECHO_PORT}", "-prefix-hostname"]
+          args: ["-port", "{ECHO_PORT}"]
           ports:
             - containerPort: {ECHO_PORT}
               protocol: UDP
@@ -188,12 +188,34 @@ fn helm(node: &Node, verb: &str, extra: &[&str]) {
     );
 }
 
+/// `stunnerctl` (client crate, built by `cargo test --workspace`) as a user with only the
+/// node's kubeconfig: it finds the CDS and the dataplane pods and port-forwards through the
+/// API server and the kubelet. Panics with its output on failure.
+fn stunnerctl(node: &Node, args: &[&str]) -> String {
+    let bin = repo_file("target/debug/stunnerctl");
+    assert!(bin.exists(), "{} is missing: cargo build -p stunner-gateway-client", bin.display());
+    let out = Command::new(bin)
+        .args(["--kubeconfig", node.kubeconfig.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("run stunnerctl");
+    assert!(
+        out.status.success(),
+        "stunnerctl {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The verdict of one TURN allocation through `server` relaying to `peer` (turnprobe, the
 /// pion/turn client upstream's turncat uses).
 fn turn_probe(server: SocketAddr, password: &str, peer: SocketAddr) -> Value {
     let out = Command::new(tool("tests/interop/bin/turnprobe"))
         .args(["--server", &server.to_string(), "--user", "user-1", "--password", password])
         .args(["--peer", &peer.to_string(), "--count", "3", "--timeout", "10s"])
+        // From the node's own network: the default is a loopback socket.
+        .args(["--local", &SocketAddr::new(server.ip(), 0).to_string()])
         .output()
         .expect("run turnprobe");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -354,6 +376,31 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
         args.contains("stunner-config-discovery.stunner-system.svc:13478"),
         "stunnerd is told the CDS Service: {args}"
     );
+
+    // stunnerctl with a kubeconfig only: the served config through a port-forward to the
+    // operator, the stunnerd pod's own status, and credentials a TURN client then uses.
+    let shown: Value =
+        serde_json::from_str(&stunnerctl(&node, &["-n", GATEWAY_NS, "config", "udp-gateway", "-o", "json"]))
+            .expect("stunnerctl config -o json");
+    assert_eq!(shown["auth"]["credentials"]["password"], "pass-1", "{shown}");
+    let names = stunnerctl(&node, &["config", "-A", "-o", "jsonpath={.admin.name}"]);
+    assert!(names.contains("stunner/udp-gateway"), "{names}");
+    let state = stunnerctl(&node, &["-n", GATEWAY_NS, "status", "udp-gateway", "-o", "jsonpath={.status}"]);
+    assert!(state.contains("READY"), "the stunnerd pod's status: {state}");
+    let credential: Value =
+        serde_json::from_str(&stunnerctl(&node, &["-n", GATEWAY_NS, "auth", "udp-gateway", "--auth-turn-credential"]))
+            .expect("stunnerctl auth JSON");
+    let uri = credential["uris"][0].as_str().unwrap_or_default();
+    let advertised: SocketAddr = uri
+        .trim_start_matches("turn:")
+        .split('?')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("a turn: URI with the node's address: {credential}"));
+    assert_eq!(advertised, turn, "the advertised TURN address is the NodePort on the node: {credential}");
+    let password = credential["password"].as_str().unwrap();
+    assert_eq!(credential["username"], "user-1");
+    turn_relays(&node, advertised, password, echo).await;
 
     // A peer the route does not allow (CoreDNS) is refused at CreatePermission.
     let dns = SocketAddr::new(node.facts.cluster_dns.into(), 53);

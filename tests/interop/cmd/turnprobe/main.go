@@ -102,6 +102,7 @@ func main() {
 	ttl := flag.Duration("ttl", time.Hour, "ephemeral auth: validity of the username from now (negative: already expired)")
 	realm := flag.String("realm", "stunner.l7mp.io", "TURN realm")
 	peer := flag.String("peer", "", "UDP peer host:port to relay to (required)")
+	local := flag.String("local", "127.0.0.1:0", "udp: local address to send from (a TURN server off loopback needs one of its network)")
 	count := flag.Int("count", 5, "datagrams to send to the peer")
 	wait := flag.Duration("wait", 3*time.Second, "how long to wait for echoes after the last datagram")
 	timeout := flag.Duration("timeout", 20*time.Second, "overall deadline")
@@ -147,7 +148,7 @@ func main() {
 	var conn net.PacketConn
 	switch strings.ToLower(*transport) {
 	case "udp":
-		conn, err = net.ListenPacket("udp4", "127.0.0.1:0")
+		conn, err = net.ListenPacket("udp4", *local)
 	case "tcp":
 		var c net.Conn
 		if c, err = net.DialTimeout("tcp4", *server, 5*time.Second); err == nil {
