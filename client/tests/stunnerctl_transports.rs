@@ -116,14 +116,17 @@ async fn clients_lists_acks_and_rejections() {
     assert_eq!(version.len(), 16);
     let out = ok(&stunnerctl(&s.url(), &["clients"]).await);
     let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
-    assert_eq!(lines[0], ["TRANSPORT", "REMOTE", "NODE", "SCOPE", "NAME", "SINCE", "CONFIG", "SENT", "ACKED/REJECTED"]);
+    assert_eq!(
+        lines[0],
+        ["TRANSPORT", "REMOTE", "IDENTITY", "NODE", "SCOPE", "NAME", "SINCE", "CONFIG", "SENT", "ACKED/REJECTED"]
+    );
     assert_eq!(lines.len(), 3, "{out}");
     assert_eq!(
-        [lines[1][0], lines[1][2], lines[1][3], lines[1][4], lines[1][6], lines[1][7], lines[1][8]],
-        ["grpc", "node-1", "ns1/gw-a", "dataplane-1", "ns1/gw-a", &version, &version]
+        [lines[1][0], lines[1][2], lines[1][3], lines[1][4], lines[1][5], lines[1][7], lines[1][8], lines[1][9]],
+        ["grpc", "unchecked", "node-1", "ns1/gw-a", "dataplane-1", "ns1/gw-a", &version, &version]
     );
-    assert_eq!([lines[2][0], lines[2][3], lines[2][6], lines[2][7]], ["websocket", "*", "ns1/gw-a", &version]);
-    assert_eq!(lines[2][8], "<none>", "WebSocket clients never acknowledge");
+    assert_eq!([lines[2][0], lines[2][4], lines[2][7], lines[2][8]], ["websocket", "*", "ns1/gw-a", &version]);
+    assert_eq!(lines[2][9], "<none>", "WebSocket clients never acknowledge");
 
     // An invalid config: the gRPC client rejects it with the validation error.
     let mut bad = config("ns1/gw-a");

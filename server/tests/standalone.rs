@@ -330,7 +330,7 @@ async fn stunnerctl_shows_the_rendered_config_and_follows_edits() {
     std::fs::write(dir.join("gatewayclass.yaml"), class.replace("pass-1", "pass-3")).unwrap();
     assert_eq!(next().await.auth.credentials["password"], "pass-3");
 
-    let out = run(&["status", "-n", "stunner", "udp-gateway"]).output().await.unwrap();
+    let out = run(&["gateway-status", "-n", "stunner", "udp-gateway"]).output().await.unwrap();
     let status = String::from_utf8(out.stdout).unwrap();
     assert!(status.contains("Programmed=True"), "{status}");
     std::fs::remove_dir_all(&dir).unwrap();
