@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/cli/values"
@@ -84,6 +85,24 @@ func (f releaseFlags) configuration() (*action.Configuration, error) {
 	return cfg, nil
 }
 
+// load is what installing or upgrading the release needs: helm's configuration for the
+// cluster, the merged values and the chart.
+func (f releaseFlags) load() (*action.Configuration, map[string]interface{}, *chart.Chart, error) {
+	cfg, err := f.configuration()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	vals, err := f.values.MergeValues(getter.Providers{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ch, err := loader.Load(f.chart)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, vals, ch, nil
+}
+
 // helmInstall is `helm install RELEASE CHART`: CRDs from the chart's crds/ first, then the
 // templates; with --wait until every Deployment is available.
 func helmInstall(args []string) error {
@@ -91,15 +110,7 @@ func helmInstall(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := f.configuration()
-	if err != nil {
-		return err
-	}
-	vals, err := f.values.MergeValues(getter.Providers{})
-	if err != nil {
-		return err
-	}
-	ch, err := loader.Load(f.chart)
+	cfg, vals, ch, err := f.load()
 	if err != nil {
 		return err
 	}
@@ -124,15 +135,7 @@ func helmUpgrade(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := f.configuration()
-	if err != nil {
-		return err
-	}
-	vals, err := f.values.MergeValues(getter.Providers{})
-	if err != nil {
-		return err
-	}
-	ch, err := loader.Load(f.chart)
+	cfg, vals, ch, err := f.load()
 	if err != nil {
 		return err
 	}
