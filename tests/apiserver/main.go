@@ -79,14 +79,7 @@ func run() error {
 	defer cancel()
 
 	// Stop on stdin EOF or a signal.
-	stop := make(chan string, 2)
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop <- "stdin closed"
-	}()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() { s := <-sigs; stop <- "signal " + s.String() }()
+	stop := stopSignals()
 
 	var work string
 	var err error
@@ -306,4 +299,18 @@ func readTokens(path string) ([2]string, error) {
 		out[i], _, _ = strings.Cut(lines[i], ",")
 	}
 	return out, nil
+}
+
+// stopSignals says why the harness should stop: stdin reached EOF (the test that started it
+// is gone or let go), or SIGINT/SIGTERM.
+func stopSignals() <-chan string {
+	stop := make(chan string, 2)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop <- "stdin closed"
+	}()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() { s := <-sigs; stop <- "signal " + s.String() }()
+	return stop
 }

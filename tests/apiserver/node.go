@@ -6,15 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -81,14 +78,7 @@ func runNode(args []string) error {
 	n := &node{work: work, outDir: outDir, logDir: logDir, self: self, log: logf}
 	defer n.tearDown()
 
-	stop := make(chan string, 2)
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop <- "stdin closed"
-	}()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() { s := <-sigs; stop <- "signal " + s.String() }()
+	stop := stopSignals()
 
 	t0 := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
