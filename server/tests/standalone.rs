@@ -31,6 +31,19 @@ struct Options {
     open_files: Option<libc::rlim_t>,
 }
 
+/// A copy of the daemon binary that another user may run: the checkout (a clone in a
+/// `mktemp -d` directory, mode 0700) may be closed to them.
+fn binary_for_others() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("standalone-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join("stunner-gateway-operator");
+    std::fs::copy(env!("CARGO_BIN_EXE_stunner-gateway-operator"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
 fn quickstart() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/quickstart")
 }
@@ -56,7 +69,11 @@ impl Daemon {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             probe.local_addr().unwrap().to_string()
         });
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"));
+        let bin = match options.uid {
+            Some(_) => binary_for_others(),
+            None => PathBuf::from(env!("CARGO_BIN_EXE_stunner-gateway-operator")),
+        };
+        let mut cmd = Command::new(bin);
         cmd.args(["--standalone", dir.to_str().unwrap()])
             .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
             .args(["--health-probe-bind-address", health.as_deref().unwrap_or("0"), "--throttle-timeout", "50ms"])
