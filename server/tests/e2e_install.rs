@@ -497,3 +497,168 @@ async fn kustomize_install_serves_a_gateway() {
     let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
     turn_relays(&node, turn, "pass-1", echo).await;
 }
+
+/// `stunnerctl` run inside a pod's network namespace, straight at the CDS Service (no
+/// port-forward): the request comes from that pod's address, as a process in the pod would
+/// send it. Returns the exit status's success and everything printed.
+fn stunnerctl_from_pod(node: &Node, pod_ip: std::net::Ipv4Addr, cds: SocketAddr, args: &[&str]) -> (bool, String) {
+    let netns = node.pod_netns(pod_ip);
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", netns.display()))
+        .arg(repo_file("target/debug/stunnerctl"))
+        .args(["--cds-server-address", &format!("http://{cds}")])
+        .args(args)
+        .output()
+        .expect("run stunnerctl in the pod's network namespace");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// A pod that claims to be Gateway stunner/udp-gateway's dataplane by its labels, from
+/// another namespace: what a tenant who can create pods, but not in the Gateway's namespace,
+/// can do.
+fn impostor_pod(namespace: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {namespace}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: impostor
+  namespace: {namespace}
+  labels:
+    app: stunner
+    stunner.l7mp.io/related-gateway-name: udp-gateway
+    stunner.l7mp.io/related-gateway-namespace: {GATEWAY_NS}
+spec:
+  containers:
+    - name: echo
+      image: localhost/stunner-test/udp-echo:latest
+      imagePullPolicy: Never
+      args: ["-port", "{ECHO_PORT}"]
+      resources:
+        requests:
+          cpu: 10m
+"#
+    )
+}
+
+/// The grant that lets routes in the Gateway's namespace reach Services in `default`.
+fn echo_reference_grant() -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata:
+  name: stunner-routes-to-echo
+  namespace: default
+spec:
+  from:
+    - group: stunner.l7mp.io
+      kind: UDPRoute
+      namespace: {GATEWAY_NS}
+  to:
+    - group: ""
+      kind: Service
+"#
+    )
+}
+
+/// Waits until the route's ResolvedRefs condition is `status` with `reason`.
+async fn wait_route_resolved(client: &Client, status: &str, reason: &str) {
+    wait_for(&format!("UDPRoute echo-server ResolvedRefs={status} ({reason})"), || {
+        let client = client.clone();
+        async move {
+            let route = get(&client, "stunner.l7mp.io/v1", "UDPRoute", Some(GATEWAY_NS), "echo-server").await?;
+            let parents = route.data.get("status")?.get("parents")?.as_array()?.clone();
+            parents.iter().any(|p| e2e::has_condition(p, "ResolvedRefs", status, reason)).then_some(())
+        }
+    })
+    .await
+}
+
+/// The pod's IPv4 address once it is Ready.
+async fn ready_pod_ip(client: &Client, ns: &str, selector: &str) -> std::net::Ipv4Addr {
+    wait_for(&format!("a Ready pod {selector} in {ns}"), || {
+        let client = client.clone();
+        async move {
+            let pods = ready_pods(&client, ns, selector).await;
+            pods.first()?.status.as_ref()?.pod_ip.as_ref()?.parse().ok()
+        }
+    })
+    .await
+}
+
+/// Every operator pod's log, through the API server (the kubelet serves it).
+async fn operator_logs(client: &Client) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NS);
+    let list = pods.list(&ListParams::default().labels("stunner.l7mp.io/config-discovery-service=enabled")).await;
+    let mut logs = String::new();
+    for pod in list.map(|l| l.items).unwrap_or_default() {
+        let name = pod.metadata.name.unwrap_or_default();
+        logs.push_str(&pods.logs(&name, &Default::default()).await.unwrap_or_default());
+    }
+    logs
+}
+
+/// Issue #17 on the node: the chart's hardened modes. With `cdsAuthorization=pod` the
+/// Gateway's own stunnerd pod gets its config and relays, a pod that carries the dataplane
+/// labels in another namespace is refused the config and the list (403, logged without a
+/// secret), and `stunnerctl` through a port-forward still lists everything; with
+/// `enforceReferenceGrants` the route's backend in another namespace is left out until a
+/// ReferenceGrant there allows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hardened_install_serves_each_dataplane_its_own_gateway_only() {
+    let node = Node::start("install-hardened").await;
+    let client = node.admin.clone();
+    e2e::install_gateway_api_crds(&client).await;
+    apply_yaml(&client, &echo_backend(1)).await;
+    helm(
+        &node,
+        "install",
+        &["--create-namespace", "--set", "cdsAuthorization=pod", "--set", "enforceReferenceGrants=true"],
+    );
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    apply_yaml(&client, &simple_tunnel("pass-1")).await;
+    wait_available(&client, GATEWAY_NS, "udp-gateway").await;
+    wait_available(&client, "default", "echo-server").await;
+    let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
+    let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
+    let cds = SocketAddr::new(cluster_ip(&client, OPERATOR_NS, "stunner-config-discovery").await, 13478);
+
+    // No grant in `default`: the backend is refused and left out, so nothing is relayed to it.
+    wait_route_resolved(&client, "False", "RefNotPermitted").await;
+    let dataplane_ip = ready_pod_ip(&client, GATEWAY_NS, "app=stunner").await;
+    let (ok, shown) = stunnerctl_from_pod(&node, dataplane_ip, cds, &["-n", GATEWAY_NS, "config", "udp-gateway", "-o", "json"]);
+    assert!(ok, "the Gateway's own dataplane pod reads its config: {shown}");
+    let config: StunnerConfig = serde_json::from_str(&shown).expect("a config");
+    let cluster = config.clusters.iter().find(|c| c.name.ends_with("echo-server")).expect("the route's cluster");
+    assert!(cluster.endpoints.is_empty(), "a refused backend has no endpoints: {cluster:?}");
+    let refused = tokio::task::block_in_place(|| turn_probe(turn, "pass-1", echo));
+    assert_eq!((refused["ok"].as_bool(), refused["stage"].as_str()), (Some(false), Some("permission")), "{refused}");
+
+    // The grant: the backend is served and the running stunnerd relays to it.
+    apply_yaml(&client, &echo_reference_grant()).await;
+    wait_route_resolved(&client, "True", "ResolvedRefs").await;
+    turn_relays(&node, turn, "pass-1", echo).await;
+
+    // The impostor: right labels, wrong namespace. Refused the Gateway's config and the list.
+    apply_yaml(&client, &impostor_pod("tenant-b")).await;
+    let impostor_ip = ready_pod_ip(&client, "tenant-b", "app=stunner").await;
+    let (ok, said) = stunnerctl_from_pod(&node, impostor_ip, cds, &["-n", GATEWAY_NS, "config", "udp-gateway"]);
+    assert!(!ok && said.contains("403"), "the impostor is refused the config: {said}");
+    assert!(said.contains(&impostor_ip.to_string()), "the refusal says who was refused: {said}");
+    assert!(!said.contains("pass-1"), "{said}");
+    let (ok, said) = stunnerctl_from_pod(&node, impostor_ip, cds, &["config", "-A"]);
+    assert!(!ok && said.contains("403"), "the impostor is refused the list: {said}");
+    let logs = operator_logs(&client).await;
+    let refusals: Vec<&str> = logs.lines().filter(|l| l.contains("CDS request refused")).collect();
+    assert!(refusals.iter().any(|l| l.contains(&impostor_ip.to_string())), "the refusal is logged:\n{logs}");
+    assert!(!logs.contains("pass-1"), "no secret in the operator's log:\n{logs}");
+
+    // The operator's own tools still see everything through a port-forward (loopback).
+    let names = stunnerctl(&node, &["config", "-A", "-o", "jsonpath={.admin.name}"]);
+    assert!(names.contains("stunner/udp-gateway"), "{names}");
+}

@@ -73,7 +73,7 @@ impl Daemon {
             Some(_) => binary_for_others(),
             None => PathBuf::from(env!("CARGO_BIN_EXE_stunner-gateway-operator")),
         };
-        let mut cmd = Command::new(bin);
+        let mut cmd = Command::new(&bin);
         cmd.args(["--standalone", dir.to_str().unwrap()])
             .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
             .args(["--health-probe-bind-address", health.as_deref().unwrap_or("0"), "--throttle-timeout", "50ms"])
@@ -88,6 +88,11 @@ impl Daemon {
             limit_open_files(&mut cmd, n);
         }
         let mut child = cmd.spawn().unwrap();
+        if options.uid.is_some() {
+            // The copy has been exec'd (spawn returns after exec): the running daemon keeps
+            // its inode, and the 300 MB copy does not outlive the test.
+            let _ = std::fs::remove_dir_all(bin.parent().unwrap());
+        }
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let (tx, rx) = tokio::sync::oneshot::channel();

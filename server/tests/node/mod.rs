@@ -133,6 +133,40 @@ impl Node {
         log_tails(&self.logs)
     }
 
+    /// The network namespace of the pod whose address is `pod_ip`: containerd keeps the pods'
+    /// namespaces under its state dir (`netns_mounts_under_state_dir`), inside the node's work
+    /// dir, `$TMPDIR/stunner-test-node` (tests/apiserver/node.go; the node inherits our
+    /// TMPDIR). A test runs a host binary inside it (`nsenter --net=<path>`) to speak from that
+    /// pod's address, as a process in the pod would. Panics if no namespace has the address.
+    pub fn pod_netns(&self, pod_ip: Ipv4Addr) -> PathBuf {
+        let wanted = format!("inet {pod_ip}/");
+        let work = std::env::temp_dir().join("stunner-test-node");
+        let mut dirs = vec![work.clone()];
+        // Bounded: the node's state tree is a few hundred entries deep at most.
+        for _ in 0..10_000 {
+            let Some(dir) = dirs.pop() else { break };
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let (path, Ok(kind)) = (entry.path(), entry.file_type()) else { continue };
+                if kind.is_dir() {
+                    // Not into containers' filesystems: no namespace lives there.
+                    if !path.file_name().is_some_and(|n| n == "rootfs" || n == "snapshots") {
+                        dirs.push(path);
+                    }
+                } else if dir.file_name().is_some_and(|n| n == "netns") {
+                    let out = Command::new("nsenter")
+                        .arg(format!("--net={}", path.display()))
+                        .args(["ip", "-o", "-4", "addr", "show"])
+                        .output();
+                    if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&wanted)) {
+                        return path;
+                    }
+                }
+            }
+        }
+        panic!("no pod network namespace under {} has {pod_ip}", work.display())
+    }
+
     /// Tears the node down and waits until it has (also what drop does); returns whether
     /// the node exited cleanly.
     pub fn stop(&mut self) -> bool {
