@@ -7,8 +7,9 @@
 #                                               cargo build --release; the binary, the shared
 #                                               libraries ldd lists, uid/gid 65532 nonroot
 #   stunnerd  docker.io/l7mp/stunnerd:latest    (the operator's default dataplane image)
-#                                               github.com/l7mp/stunner/cmd/stunnerd at the
-#                                               version pinned in tests/interop/go.mod, CGO_ENABLED=0
+#                                               tests/interop/bin/stunnerd: upstream's
+#                                               cmd/stunnerd at the version pinned in
+#                                               tests/interop/go.mod, CGO_ENABLED=0
 #   coredns   registry.k8s.io/coredns/coredns:<v> cmd/coredns: the CoreDNS module (go.mod) with
 #                                               the plugins a cluster DNS needs, CGO_ENABLED=0
 #   udp-echo  localhost/stunner-test/udp-echo:latest  cmd/udp-echo, CGO_ENABLED=0
@@ -114,19 +115,12 @@ build_operator() {
 }
 
 build_stunnerd() {
-  local mod="$root/tests/interop" bin="$work/stunnerd" tar="$out/stunnerd.tar" pin ref
+  local bin="$root/tests/interop/bin/stunnerd" tar="$out/stunnerd.tar" ref
   ref="$(stunnerd_ref)"
-  pin="$(awk '$1=="require" && $2=="github.com/l7mp/stunner" {print $3; exit}
-              $1=="github.com/l7mp/stunner" {print $2; exit}' "$mod/go.mod")"
-  [[ -n "$pin" ]] || { echo "build.sh: no github.com/l7mp/stunner version in $mod/go.mod" >&2; return 1; }
-  fresh "$tar" "$mod/go.mod" "$mod/go.sum" "$root/src/render/deployment.rs" \
-    "$here/oci-archive.py" "$here/build.sh" && return 2
-  # built in the interop module, so the image and the interop tests run the same pinned version
-  # (tests/interop/build.sh builds with cgo; a container image wants a static binary)
-  (cd "$mod" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -trimpath \
-      -ldflags "-s -w -X main.version=$pin -X main.commitHash=proxy -X main.buildDate=n/a" \
-      -o "$bin.tmp" github.com/l7mp/stunner/cmd/stunnerd)
-  mv -f "$bin.tmp" "$bin"
+  # The interop harness's stunnerd: the pinned upstream version, static (CGO_ENABLED=0), so
+  # the image and the interop tests run the same binary, built once.
+  "$root/tests/interop/build.sh" >/dev/null
+  fresh "$tar" "$bin" "$root/src/render/deployment.rs" "$here/oci-archive.py" "$here/build.sh" && return 2
   pack --ref "$ref" --out "$tar" --user 65532:65532 \
     --dir /tmp:1777 --file "$bin=/usr/bin/stunnerd" --entrypoint /usr/bin/stunnerd
 }

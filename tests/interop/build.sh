@@ -22,6 +22,9 @@ command -v go >/dev/null || { echo "build.sh: 'go' not found in PATH" >&2; exit 
 
 # The pinned upstream needs go >= 1.25 (go.mod 'go' line); never download a toolchain.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# Static binaries: nothing here needs cgo, and tests/images/build.sh puts this very stunnerd
+# into the dataplane image (one cold build of the upstream tree, not two).
+export CGO_ENABLED=0
 
 mkdir -p bin
 
