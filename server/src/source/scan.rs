@@ -16,7 +16,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::manifests::is_manifest;
+use stunner_gateway::manifest::is_manifest;
 
 /// The largest manifest file read: far above any real set of objects (the API server takes
 /// at most 1.5 MiB per object), and a bound on what one rescan holds in memory per file.
