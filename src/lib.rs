@@ -10,6 +10,8 @@
 //! - [`resources`]: the Kubernetes resources: STUNner's CRD types, the Gateway API types consumed, the CRDs.
 //! - [`validate`]: manifests checked as the API server would (CRD schemas, metadata rules), for standalone mode.
 
+#![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
+
 pub mod cds;
 pub mod config;
 pub mod index;

@@ -189,6 +189,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(unsafe_code)] // mkfifo(3): std cannot make a FIFO
     fn only_regular_files_are_read_and_each_problem_names_its_file() {
         let dir = tempdir("special");
         std::fs::write(dir.join("good.yaml"), "kind: A\n").unwrap();

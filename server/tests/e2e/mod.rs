@@ -540,6 +540,7 @@ impl Operator {
     }
 
     /// SIGTERM, then waits for the exit (SIGKILL after a while).
+    #[allow(unsafe_code)] // kill(2): std can only send SIGKILL
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
             // SAFETY: a plain kill(2) of our own child.

@@ -82,6 +82,7 @@ impl Node {
         let bin = node_bin()?;
         let images = external::built(images_dir(), "run tests/images/build.sh (or scripts/test)")?;
         // SAFETY: geteuid has no preconditions.
+        #[allow(unsafe_code)] // geteuid(2): std has no safe wrapper
         let euid = unsafe { libc::geteuid() };
         assert_eq!(euid, 0, "the real-node tests need root (they create a bridge, iptables rules and mounts)");
         let dir = std::env::temp_dir().join(format!("stunner-node-{test}-{}", std::process::id()));
