@@ -6,6 +6,7 @@
 
 #![allow(dead_code)] // each suite uses its own subset
 
+use std::io::Write;
 use std::path::PathBuf;
 
 /// `path` (a program or a directory of build output) if it exists; else `None` after a notice:
@@ -28,5 +29,8 @@ pub fn unavailable(why: &str, strict: &str) {
     }
     let test = std::thread::current().name().unwrap_or("a test").to_string();
     let bar = "*".repeat(78);
-    eprintln!("\n{bar}\n* SKIPPED {test}\n*   {why}\n*   (set {strict}=1 to make this a failure)\n{bar}\n");
+    let notice = format!("\n{bar}\n* SKIPPED {test}\n*   {why}\n*   (set {strict}=1 to make this a failure)\n{bar}\n");
+    // Straight to the process's stderr: the test harness captures `eprintln!` of tests that
+    // pass, which would hide the notice.
+    let _ = std::io::stderr().lock().write_all(notice.as_bytes());
 }
