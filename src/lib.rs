@@ -5,14 +5,18 @@
 //! - [`index`]: the in-memory store of watched objects, with reverse references.
 //! - [`render`]: the pure renderer: configs, statuses and owned objects per Gateway.
 //! - [`keys`]: well-known label and annotation keys.
+//! - [`manifest`]: the manifest loader: files of YAML or JSON into objects with file and line.
 //! - [`proto`]: the messages of the gRPC config discovery API (cds.proto).
 //! - [`resources`]: the Kubernetes resources: STUNner's CRD types, the Gateway API types consumed, the CRDs.
 //! - [`validate`]: manifests checked as the API server would (CRD schemas, metadata rules), for standalone mode.
+
+#![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
 
 pub mod cds;
 pub mod config;
 pub mod index;
 pub mod keys;
+pub mod manifest;
 pub mod proto;
 pub mod render;
 pub mod resources;

@@ -6,7 +6,12 @@
 //! `$STUNNER_REFERENCE_CRDS` (a directory of `stunner.l7mp.io_*.yaml`); the Go module cache at the
 //! version pinned in `tests/reference/go.mod` (`tests/reference/fetch.sh` downloads it);
 //! `$STUNNER_OPERATOR_GIT` (a git directory of upstream, read at the pinned commit). With none of
-//! them the comparison is skipped with a notice, or fails if `STUNNER_REQUIRE_REFERENCE=1`.
+//! them the comparison is skipped with a notice, or fails if `STUNNER_REQUIRE_REFERENCE` is set
+//! (tests/support/external.rs). Not `CI`, as for the built tools: the module proxy does not
+//! serve the pinned pseudo-version, so CI may have no reference to compare with.
+
+#[path = "support/external.rs"]
+mod external;
 
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -280,9 +285,8 @@ fn read(path: &Path) -> String {
 fn crds_match_upstream() {
     let read_reference = match reference_source() {
         Ok(read) => read,
-        Err(why) if std::env::var("STUNNER_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") => panic!("{why}"),
         Err(why) => {
-            eprintln!("SKIPPED crds_match_upstream: {why}");
+            external::unavailable(&why, "STUNNER_REQUIRE_REFERENCE");
             return;
         }
     };

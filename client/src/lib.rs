@@ -7,6 +7,8 @@
 //! This crate talks to the operator only over the wire protocol (cds-protocol.md): it never
 //! depends on the server crate.
 
+#![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
+
 pub mod cds;
 pub mod cluster;
 pub mod dataplane;

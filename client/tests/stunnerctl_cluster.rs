@@ -5,6 +5,9 @@
 //! worked, and what was tried). Carrying connections over a port-forward needs a node: that is
 //! `cluster::PortForward`, to be tested where one runs.
 
+#[path = "../../tests/support/external.rs"]
+mod external;
+
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -23,9 +26,10 @@ struct ApiServer {
 }
 
 impl ApiServer {
-    fn start(test: &str) -> ApiServer {
+    /// A fresh API server, or `None` when it is not built (the test is skipped).
+    fn start(test: &str) -> Option<ApiServer> {
         let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/apiserver/bin/apiserver");
-        assert!(bin.exists(), "{} is missing: run tests/apiserver/build.sh (or scripts/test)", bin.display());
+        let bin = external::built(bin, "run tests/apiserver/build.sh (or scripts/test)")?;
         let dir = std::env::temp_dir().join(format!("stunnerctl-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -45,7 +49,7 @@ impl ApiServer {
                 other => panic!("the apiserver exited before READY ({other:?}); log in {}", dir.display()),
             }
         }
-        ApiServer { child, stdin, dir }
+        Some(ApiServer { child, stdin, dir })
     }
 
     fn kubeconfig(&self) -> PathBuf {
@@ -114,7 +118,7 @@ fn stderr_of_failure(out: &Output) -> String {
 
 #[tokio::test]
 async fn finds_the_cds_server_and_the_dataplane_pods_by_label() {
-    let api = ApiServer::start("discovery");
+    let Some(api) = ApiServer::start("discovery") else { return };
     let client = api.client().await;
     let kubeconfig = api.kubeconfig();
     let kc = kubeconfig.to_str().unwrap();
@@ -195,7 +199,7 @@ async fn finds_the_cds_server_and_the_dataplane_pods_by_label() {
 
 #[tokio::test]
 async fn cluster_flags_that_cannot_work_say_why() {
-    let api = ApiServer::start("flags");
+    let Some(api) = ApiServer::start("flags") else { return };
     let kubeconfig = api.kubeconfig();
     let kc = kubeconfig.to_str().unwrap();
     let err = stderr_of_failure(&stunnerctl(&["--kubeconfig", kc, "--context", "nope", "config"], None).await);

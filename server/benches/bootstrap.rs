@@ -73,7 +73,7 @@ fn main() {
     let combos = if full { combos.min(500) } else { 3 };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        let cluster = Cluster::start("bootstrap").await;
+        let Some(cluster) = Cluster::start("bootstrap").await else { return };
         let c = &cluster.admin;
         apply_yaml(c, &namespace_yaml("stunner")).await; // the GatewayConfig lives there
         apply_yaml(c, &class_yaml()).await;

@@ -316,6 +316,7 @@ impl ServerProcess {
     }
 
     /// User + system CPU time of the server process.
+    #[allow(unsafe_code)] // libc calls without a safe wrapper in std (see the SAFETY comments)
     fn cpu_time(&self) -> Duration {
         let stat = self.proc_file("stat");
         let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
@@ -366,6 +367,7 @@ fn run_server() {
 }
 
 /// Runs this process on one core only.
+#[allow(unsafe_code)] // libc calls without a safe wrapper in std (see the SAFETY comments)
 fn pin_to_core(core: usize) {
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -374,6 +376,7 @@ fn pin_to_core(core: usize) {
     }
 }
 
+#[allow(unsafe_code)] // libc calls without a safe wrapper in std (see the SAFETY comments)
 fn raise_fd_limit() {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     unsafe {

@@ -76,6 +76,7 @@ impl Acceptor {
         let listener = listener.into_std()?;
         // SAFETY: the std listener owns its descriptor, open until the `AsyncFd` drops it,
         // and `as_raw_fd` always returns that one.
+        #[allow(unsafe_code)] // tokio registers a raw descriptor only through this unsafe call
         let listener = unsafe { AsyncFd::register_with_interest(listener, Interest::READABLE) }?;
         Ok(Acceptor {
             listener,

@@ -1,6 +1,8 @@
 //! `stunner-gateway-operator`: the daemon. Wires the sources, the render loop and the
 //! outputs together (design.md §2); each piece lives in its own module of the library.
 
+#![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
+
 use prometheus_client::registry::Registry;
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -372,9 +372,19 @@ mod tests {
     use super::*;
     use crate::cds::CdsMetrics;
     use crate::metrics::ReconcileLabels;
-    use stunner_gateway::index::{Resource, decode_manifests};
+    use std::path::Path;
+    use stunner_gateway::index::Resource;
+    use stunner_gateway::manifest;
 
     const THROTTLE: Duration = Duration::from_millis(250);
+
+    /// The objects of one manifest file, as changes that apply them.
+    fn applied(file: &str, text: &str) -> impl Iterator<Item = Change> {
+        manifest::load(Path::new(file), text, manifest::Admission::Validated)
+            .unwrap()
+            .into_resources()
+            .map(|r| Change::Apply(Box::new(r)))
+    }
 
     /// The quickstart manifests, as one batch of changes.
     fn quickstart() -> Vec<Change> {
@@ -382,7 +392,7 @@ mod tests {
         let mut changes = Vec::new();
         for file in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
             let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
-            changes.extend(decode_manifests(&text).into_iter().map(|r| Change::Apply(Box::new(r.unwrap()))));
+            changes.extend(applied(file, &text));
         }
         changes
     }
@@ -394,7 +404,7 @@ mod tests {
              metadata: {{name: stunner-gatewayconfig, namespace: stunner}}\n\
              spec: {{realm: {realm}, authType: static, userName: user-1, password: pass-1}}\n"
         );
-        Input::Changes(decode_manifests(&text).into_iter().map(|r| Change::Apply(Box::new(r.unwrap()))).collect())
+        Input::Changes(applied("gatewayconfig.yaml", &text).collect())
     }
 
     /// The real store, and every config version published to it, in order.
@@ -552,7 +562,7 @@ mod tests {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/quickstart");
         let text = std::fs::read_to_string(format!("{dir}/gateway.yaml")).unwrap();
         let text = text.replace("  listeners:\n", &format!("  listeners:\n{extra}"));
-        let gateway = decode_manifests(&text).into_iter().map(|r| Change::Apply(Box::new(r.unwrap())));
+        let gateway = applied("gateway.yaml", &text);
         let mut changes: Vec<Change> = quickstart().into_iter().filter(|c| !is_gateway(c)).collect();
         changes.extend(gateway);
         changes

@@ -11,7 +11,7 @@ const NS: &str = "stunner";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_manifests_status_conflicts_and_an_apiserver_restart() {
-    let mut cluster = Cluster::start("faults").await;
+    let Some(mut cluster) = Cluster::start("faults").await else { return };
     apply_yaml(&cluster.admin, &namespace_yaml(NS)).await;
     apply_yaml(&cluster.admin, &quickstart_yaml()).await;
     let op = cluster.operator("op", &[]).await;

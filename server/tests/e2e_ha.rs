@@ -11,7 +11,7 @@ const NS: &str = "stunner";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_and_the_other_replica_takes_over() {
-    let cluster = Cluster::start("ha").await;
+    let Some(cluster) = Cluster::start("ha").await else { return };
     let c = &cluster.admin;
     apply_yaml(c, &namespace_yaml(NS)).await;
     apply_yaml(c, &quickstart_yaml()).await;

@@ -160,6 +160,15 @@ fn repo_file(path: &str) -> PathBuf {
     e2e::repo_root().join(path)
 }
 
+/// The Go tools of `scripts/test` these tests run besides the node: whether all are built (if
+/// not, the test is skipped, see tests/support/external.rs).
+fn tools_built() -> bool {
+    let how = "run scripts/test (it builds the test tools)";
+    ["tests/deploytool/bin/deploytool", "tests/interop/bin/turnprobe"]
+        .into_iter()
+        .all(|path| e2e::external::built(repo_file(path), how).is_some())
+}
+
 fn tool(path: &str) -> PathBuf {
     let bin = repo_file(path);
     assert!(bin.exists(), "{} is missing: run scripts/test (it builds the test tools)", bin.display());
@@ -348,7 +357,10 @@ async fn kill_leader(client: &Client) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_relays_turn_and_survives_operator_changes() {
-    let node = Node::start("install-helm").await;
+    if !tools_built() {
+        return;
+    }
+    let Some(node) = Node::start("install-helm").await else { return };
     let client = node.admin.clone();
     e2e::install_gateway_api_crds(&client).await;
     apply_yaml(&client, &echo_backend(1)).await;
@@ -465,7 +477,10 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_install_serves_a_gateway() {
-    let node = Node::start("install-kustomize").await;
+    if !tools_built() {
+        return;
+    }
+    let Some(node) = Node::start("install-kustomize").await else { return };
     let client = node.admin.clone();
     e2e::install_gateway_api_crds(&client).await;
     e2e::install_stunner_crds(&client).await;

@@ -92,7 +92,7 @@ async fn dataplane(c: &kube::Client) -> (i64, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_roll_restart_and_crash_and_no_dataplane_notices() {
-    let cluster = Cluster::start("lifecycle").await;
+    let Some(cluster) = Cluster::start("lifecycle").await else { return };
     let c = &cluster.admin;
     apply_yaml(c, &namespace_yaml(NS)).await;
     apply_yaml(c, &quickstart_yaml()).await;
@@ -187,7 +187,7 @@ async fn replicas_roll_restart_and_crash_and_no_dataplane_notices() {
 /// their dataplanes, and leaves routes accepted (operator-behavior.md §4.5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_finalizer_invalidates_gateways_and_removes_dataplanes_on_exit() {
-    let cluster = Cluster::start("finalizer").await;
+    let Some(cluster) = Cluster::start("finalizer").await else { return };
     let c = &cluster.admin;
     apply_yaml(c, &namespace_yaml(NS)).await;
     apply_yaml(c, &quickstart_yaml()).await;

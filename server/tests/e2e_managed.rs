@@ -38,7 +38,7 @@ async fn wait_quickstart_statuses(cluster: &Cluster) -> (Value, Value, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quickstart_statuses_owned_objects_and_config() {
-    let cluster = Cluster::start("quickstart").await;
+    let Some(cluster) = Cluster::start("quickstart").await else { return };
     quickstart(&cluster).await;
     let op = cluster.operator("op", &[]).await;
     let c = &cluster.admin;
@@ -185,7 +185,7 @@ fn cluster_endpoints(c: &stunner_gateway::config::StunnerConfig, name: &str) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_updates_reach_the_cds_and_invalidation_removes_the_dataplane() {
-    let cluster = Cluster::start("live").await;
+    let Some(cluster) = Cluster::start("live").await else { return };
     quickstart(&cluster).await;
     let op = cluster.operator("op", &[]).await;
     let c = &cluster.admin;
@@ -340,7 +340,7 @@ subsets:
 /// or not (as upstream).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_mode_reads_endpoints_objects() {
-    let cluster = Cluster::start("endpoints").await;
+    let Some(cluster) = Cluster::start("endpoints").await else { return };
     quickstart(&cluster).await;
     let c = &cluster.admin;
     apply_yaml(c, BACKEND).await;
@@ -362,7 +362,7 @@ async fn endpoints_mode_reads_endpoints_objects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_operator_writes_nothing_and_serves_the_same_config() {
-    let cluster = Cluster::start("restart").await;
+    let Some(cluster) = Cluster::start("restart").await else { return };
     quickstart(&cluster).await;
     // The same CDS port for both runs: it is part of the Deployment (STUNNER_CONFIG_ORIGIN).
     let port = free_port();
@@ -440,7 +440,7 @@ async fn service_ports(c: &kube::Client, name: &str, ports: &[i64]) -> kube::api
 /// own Gateway is written; the objects then still have their first uid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_operators_leave_each_others_dataplanes_alone() {
-    let cluster = Cluster::start("two-operators").await;
+    let Some(cluster) = Cluster::start("two-operators").await else { return };
     quickstart(&cluster).await;
     let c = &cluster.admin;
     let ours = cluster.operator("ours", &[]).await;

@@ -9,6 +9,9 @@
 //! interfaces (upstream behaviour: `:PORT`, `http://:8086`), and the health check port is
 //! fixed, so the tests here run one stunnerd at a time (`STUNNERD` lock).
 
+#[path = "../../tests/support/external.rs"]
+mod external;
+
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -29,9 +32,14 @@ const HEALTH: &str = "127.0.0.1:8086";
 const GATEWAY_ID: &str = "stunner/udp-gateway";
 
 fn interop_bin(name: &str) -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/bin").join(name);
-    assert!(bin.exists(), "{} is missing: run tests/interop/build.sh (scripts/test does)", bin.display());
-    bin
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/bin").join(name)
+}
+
+/// Whether the upstream programs this suite runs are built; if not, the test is skipped
+/// (tests/support/external.rs).
+fn interop_built() -> bool {
+    let how = "run tests/interop/build.sh (scripts/test does)";
+    ["stunnerd", "turnprobe"].into_iter().all(|name| external::built(interop_bin(name), how).is_some())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -480,6 +488,9 @@ const PERMISSION: &str = "permission";
 
 #[tokio::test]
 async fn stunnerd_runs_udp_tcp_tls_listeners_and_follows_live_changes() {
+    if !interop_built() {
+        return;
+    }
     let _one = STUNNERD.lock().await;
     let ports = free_ports(4);
     let (udp, tcp, tls, extra) = (ports[0], ports[1], ports[2], ports[3]);
@@ -548,6 +559,9 @@ async fn stunnerd_runs_udp_tcp_tls_listeners_and_follows_live_changes() {
 
 #[tokio::test]
 async fn stunnerd_accepts_ephemeral_turn_rest_credentials() {
+    if !interop_built() {
+        return;
+    }
     let _one = STUNNERD.lock().await;
     let ports = free_ports(2);
     let (udp, tcp) = (ports[0], ports[1]);
@@ -581,6 +595,9 @@ async fn stunnerd_accepts_ephemeral_turn_rest_credentials() {
 
 #[tokio::test]
 async fn restarting_the_daemon_keeps_stunnerd_listeners_up() {
+    if !interop_built() {
+        return;
+    }
     let _one = STUNNERD.lock().await;
     let ports = free_ports(2);
     let (udp, tcp) = (ports[0], ports[1]);

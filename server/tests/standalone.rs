@@ -399,6 +399,7 @@ async fn http_get_status(url: &str) -> (u16, String) {
 /// SIGTERM: every watch gets a Close frame (its client reconnects at once, elsewhere), and
 /// the daemon exits cleanly after its stages.
 #[tokio::test]
+#[allow(unsafe_code)] // libc calls std has no safe wrapper for (see the SAFETY comments)
 async fn sigterm_closes_every_watch_and_exits_cleanly() {
     let dir = temp_copy_of_quickstart("sigterm");
     let mut d = Daemon::start(&dir).await;
@@ -419,6 +420,7 @@ async fn sigterm_closes_every_watch_and_exits_cleanly() {
 }
 
 /// Lowers the child's limit of open files to `n` (the daemon needs about 15 to start).
+#[allow(unsafe_code)] // libc calls std has no safe wrapper for (see the SAFETY comments)
 fn limit_open_files(command: &mut Command, n: libc::rlim_t) {
     // SAFETY: setrlimit(2) is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
@@ -561,6 +563,7 @@ fn add_a_listener(dir: &Path) {
     std::fs::write(dir.join("gateway.yaml"), with_third).unwrap();
 }
 
+#[allow(unsafe_code)] // libc calls std has no safe wrapper for (see the SAFETY comments)
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo(3) with a valid C string.
@@ -596,6 +599,7 @@ async fn hostile_files_neither_block_the_daemon_nor_stop_other_edits() {
 
 /// The daemon's uid for the permission tests: as root, another user (permission bits do not
 /// stop root); otherwise our own (they stop the owner).
+#[allow(unsafe_code)] // libc calls std has no safe wrapper for (see the SAFETY comments)
 fn unprivileged() -> Option<u32> {
     // SAFETY: geteuid(2) has no preconditions.
     (unsafe { libc::geteuid() } == 0).then_some(65534)
@@ -641,6 +645,7 @@ async fn unreadable_entries_are_skipped_by_name_and_the_rest_applies() {
 /// Out of file descriptors when a file changes: the rescan fails, and is retried once
 /// descriptors are free again, with no other file event to ask for it.
 #[tokio::test]
+#[allow(unsafe_code)] // libc calls std has no safe wrapper for (see the SAFETY comments)
 async fn a_failed_rescan_is_retried() {
     let dir = temp_copy_of_quickstart("retry");
     let d = Daemon::start(&dir).await;

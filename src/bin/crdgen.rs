@@ -5,6 +5,8 @@
 //! types ([`stunner_gateway::resources::crd_files`]), the same function the drift test checks
 //! `deploy/crds/` against, so generator and check cannot disagree and no extra crate is needed.
 
+#![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,5 +1,5 @@
-//! Decoding manifests into [`Resource`]s by `apiVersion` and `kind`: how standalone mode and the
-//! golden tests load YAML.
+//! Decoding one object into a [`Resource`] by `apiVersion` and `kind`; files of them are loaded
+//! by [`crate::manifest`].
 
 use super::Resource;
 use crate::resources::{
@@ -76,29 +76,4 @@ pub fn decode_value(v: Value) -> Result<Resource, DecodeError> {
         ("apps", "v1", "Deployment") => Resource::Deployment(typed::<Deployment>(v, k)?),
         _ => return Err(DecodeError::UnknownKind { api_version, kind }),
     })
-}
-
-/// Decodes a multi-document YAML stream; `kind: List` documents are expanded and empty documents
-/// skipped. One result per object, in document order.
-pub fn decode_manifests(text: &str) -> Vec<Result<Resource, DecodeError>> {
-    let mut out = Vec::new();
-    for doc in serde_yaml_ng::Deserializer::from_str(text) {
-        match <Value as serde::Deserialize>::deserialize(doc) {
-            Ok(Value::Null) => {}
-            Ok(Value::Object(mut o)) if o.get("kind").and_then(Value::as_str) == Some("List") => {
-                let items = o.remove("items").and_then(|i| match i {
-                    Value::Array(a) => Some(a),
-                    _ => None,
-                });
-                out.extend(items.unwrap_or_default().into_iter().map(decode_value));
-            }
-            Ok(v @ Value::Object(_)) => out.push(decode_value(v)),
-            Ok(_) => out.push(Err(DecodeError::NotAnObject("document is not a map".into()))),
-            Err(e) => {
-                out.push(Err(DecodeError::NotAnObject(e.to_string())));
-                break; // the YAML stream cannot be resynchronised after a syntax error
-            }
-        }
-    }
-    out
 }

@@ -14,7 +14,7 @@ mod key;
 mod refs;
 
 pub use convert::convert_gateway_udp_route;
-pub use decode::{DecodeError, decode_manifests, decode_value};
+pub use decode::{DecodeError, decode_value};
 pub use dirty::Dirty;
 pub use key::{ObjRef, ObjectKey};
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
@@ -73,6 +73,12 @@ macro_rules! kinds {
             pub fn meta(&self) -> &ObjectMeta {
                 match self {
                     $(Resource::$variant(o) => &o.metadata,)*
+                }
+            }
+
+            pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+                match self {
+                    $(Resource::$variant(o) => &mut o.metadata,)*
                 }
             }
         }

@@ -55,7 +55,10 @@ endpoints: [{addresses: [1.1.1.1]}]
 "#;
 
 fn decode(text: &str) -> Vec<Resource> {
-    decode_manifests(text).into_iter().map(Result::unwrap).collect()
+    let manifest =
+        crate::manifest::load(std::path::Path::new("test.yaml"), text, crate::manifest::Admission::Validated).unwrap();
+    assert_eq!(manifest.skipped, [], "test objects are valid");
+    manifest.into_resources().collect()
 }
 
 fn one(text: &str) -> Resource {
@@ -75,11 +78,12 @@ fn gws(d: &Dirty) -> Vec<String> {
 #[test]
 fn decodes_known_kinds_and_reports_unknown_and_malformed() {
     assert_eq!(decode(FIXTURE).len(), 8);
-    let unknown = decode_manifests("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").remove(0).unwrap_err();
+    let value = |text: &str| serde_yaml_ng::from_str::<serde_json::Value>(text).unwrap();
+    let unknown = decode_value(value("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")).unwrap_err();
     assert!(unknown.is_unknown_kind());
-    let bad = decode_manifests("apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {ports: 3}\n").remove(0);
+    let bad = decode_value(value("apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {ports: 3}\n"));
     assert!(matches!(bad, Err(DecodeError::Malformed { .. })));
-    assert!(matches!(decode_manifests("- 1\n").remove(0), Err(DecodeError::NotAnObject(_))));
+    assert!(matches!(decode_value(value("metadata: {name: x}\n")), Err(DecodeError::NotAnObject(_))));
     let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: a}}\n";
     assert_eq!(decode(list)[0].key(), ObjectKey::cluster("a"));
 }
@@ -137,7 +141,7 @@ fn config_secret_and_dataplane_mark_the_class_and_all_its_gateways() {
 fn route_changes_mark_old_and_new_parents() {
     let mut index = fixture();
     let moved = "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: {name: route-a, namespace: ns}\n\
-                 spec: {parentRefs: [{name: gw-b}], rules: []}\n";
+                 spec: {parentRefs: [{name: gw-b}], rules: [{backendRefs: [{name: svc-a}]}]}\n";
     assert_eq!(gws(&index.apply(one(moved))), ["ns/gw-a", "ns/gw-b"]);
     let d = index.delete(Kind::UdpRoute, "ns", "route-a");
     assert_eq!(gws(&d), ["ns/gw-b"]);
@@ -159,7 +163,7 @@ fn a_v1_route_masks_the_v1alpha2_route_of_the_same_name() {
     let mut index = fixture();
     index.apply(one(
         "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: UDPRoute\nmetadata: {name: route-a, namespace: ns}\n\
-         spec: {parentRefs: [{name: gw-b}], rules: []}\n",
+         spec: {parentRefs: [{name: gw-b}], rules: [{backendRefs: [{name: svc-a}]}]}\n",
     ));
     let d = index.delete(Kind::UdpRoute, "ns", "route-a");
     assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"]);

@@ -1,5 +1,7 @@
 use super::*;
-use crate::index::{Resource, decode_manifests};
+use crate::index::Resource;
+use crate::manifest::{Admission, load};
+use std::path::Path;
 
 const BASE: &str = r#"
 apiVersion: gateway.networking.k8s.io/v1
@@ -46,8 +48,10 @@ spec: {prefixes: [10.1.1.1]}
 
 fn index_of(text: &str) -> Index {
     let mut index = Index::new();
-    for r in decode_manifests(text) {
-        index.apply(r.unwrap());
+    let manifest = load(Path::new("test.yaml"), text, Admission::Validated).unwrap();
+    assert_eq!(manifest.skipped, [], "test objects are valid");
+    for r in manifest.into_resources() {
+        index.apply(r);
     }
     index
 }
@@ -57,7 +61,7 @@ fn route(backends: &str) -> Resource {
         "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: {{name: r, namespace: ns}}\n\
          spec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: {backends}}}]}}\n"
     );
-    decode_manifests(&text).remove(0).unwrap()
+    load(Path::new("route.yaml"), &text, Admission::Validated).unwrap().objects.remove(0).1
 }
 
 fn now() -> Time {
@@ -364,8 +368,8 @@ fn only_the_operator_that_made_a_dataplane_deletes_it() {
     // The class moves to the other controller: the objects we made are ours to remove.
     let moved =
         BASE.replace("controllerName: stunner.l7mp.io/gateway-operator", "controllerName: example.com/other-operator");
-    for r in decode_manifests(&moved).into_iter().take(1) {
-        index.apply(r.unwrap());
+    for r in load(Path::new("moved.yaml"), &moved, Admission::Validated).unwrap().into_resources().take(1) {
+        index.apply(r);
     }
     let after_move = &render_all(&index, &ours, &now()).gateways[&ObjectKey::new("ns", "gw")];
     assert_eq!((&after_move.service, &after_move.deployment), (&Owned::Delete, &Owned::Delete));

@@ -3,7 +3,7 @@
 # module cache, where tests/crds.rs reads its CRDs from: $(go env GOMODCACHE)/<module>@<version>/
 # config/crd/bases. The reference YAML is never copied into this repository.
 # Soft-fails: when the module cannot be had, the comparison test reports itself skipped
-# (set STUNNER_REQUIRE_REFERENCE=1 to make it fail instead).
+# (set STUNNER_REQUIRE_REFERENCE to make it fail instead).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 

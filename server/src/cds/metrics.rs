@@ -26,7 +26,7 @@ impl Transport {
 }
 
 impl EncodeLabelValue for Transport {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
         std::fmt::Write::write_str(encoder, self.as_str())
     }
 }
@@ -47,7 +47,7 @@ pub enum AckResult {
 }
 
 impl EncodeLabelValue for AckResult {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
         std::fmt::Write::write_str(encoder, if *self == AckResult::Applied { "applied" } else { "rejected" })
     }
 }

@@ -1,7 +1,6 @@
 //! Where the operator's view of the world comes from: a directory of manifests in
 //! standalone mode ([`files`], built on [`manifests`] and [`watcher`]).
 
-mod depth;
 pub mod files;
 pub mod manifests;
 pub mod owned;

@@ -16,7 +16,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::manifests::is_manifest;
+use stunner_gateway::manifest::is_manifest;
 
 /// The largest manifest file read: far above any real set of objects (the API server takes
 /// at most 1.5 MiB per object), and a bound on what one rescan holds in memory per file.
@@ -189,6 +189,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(unsafe_code)] // mkfifo(3): std cannot make a FIFO
     fn only_regular_files_are_read_and_each_problem_names_its_file() {
         let dir = tempdir("special");
         std::fs::write(dir.join("good.yaml"), "kind: A\n").unwrap();

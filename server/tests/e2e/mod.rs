@@ -9,6 +9,9 @@
 
 #![allow(dead_code)] // each e2e test crate uses its own subset
 
+#[path = "../../../tests/support/external.rs"]
+pub mod external;
+
 use futures_util::StreamExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -42,10 +45,9 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn apiserver_bin() -> PathBuf {
-    let bin = repo_root().join("tests/apiserver/bin/apiserver");
-    assert!(bin.exists(), "{} is missing: run tests/apiserver/build.sh (or scripts/test)", bin.display());
-    bin
+/// The API server program, if built (else the test is skipped, see tests/support/external.rs).
+fn apiserver_bin() -> Option<PathBuf> {
+    external::built(repo_root().join("tests/apiserver/bin/apiserver"), "run tests/apiserver/build.sh (or scripts/test)")
 }
 
 /// The Gateway API module's directory in the Go module cache, downloaded if missing.
@@ -100,6 +102,7 @@ impl Drop for TestDir {
 /// and waits. With a state directory and a fixed port it can be stopped and started again
 /// as the same cluster.
 pub struct ApiServer {
+    bin: PathBuf,
     child: Option<Child>,
     stdin: Option<ChildStdin>,
     pub dir: PathBuf,
@@ -109,11 +112,11 @@ pub struct ApiServer {
 }
 
 impl ApiServer {
-    /// Starts a new cluster with its files under `dir`.
-    pub async fn start(dir: &Path) -> ApiServer {
+    /// Starts a new cluster of the program `bin` with its files under `dir`.
+    pub async fn start(bin: PathBuf, dir: &Path) -> ApiServer {
         let port = free_port();
-        let mut s =
-            ApiServer { child: None, stdin: None, dir: dir.join("kube"), state: dir.join("state"), port, runs: 0 };
+        let (kube, state) = (dir.join("kube"), dir.join("state"));
+        let mut s = ApiServer { bin, child: None, stdin: None, dir: kube, state, port, runs: 0 };
         s.launch().await;
         s
     }
@@ -121,7 +124,7 @@ impl ApiServer {
     async fn launch(&mut self) {
         self.runs += 1;
         let log = std::fs::File::create(self.state.with_file_name(format!("apiserver-{}.log", self.runs))).unwrap();
-        let mut child = Command::new(apiserver_bin())
+        let mut child = Command::new(&self.bin)
             .args(["--dir", self.dir.to_str().unwrap(), "--state-dir", self.state.to_str().unwrap()])
             .args(["--port", &self.port.to_string()])
             .stdin(Stdio::piped())
@@ -208,9 +211,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub async fn start(test: &str) -> Cluster {
+    /// A fresh cluster, or `None` when the API server is not built (the test is skipped).
+    pub async fn start(test: &str) -> Option<Cluster> {
+        let bin = apiserver_bin()?;
         let dir = TestDir::new(test);
-        let api = ApiServer::start(&dir.0).await;
+        let api = ApiServer::start(bin, &dir.0).await;
         let admin = client_from(&api.admin_kubeconfig()).await;
         install_crds(&admin).await;
         let rbac = std::fs::read_to_string(repo_root().join("deploy/manifests/rbac.yaml"))
@@ -219,7 +224,7 @@ impl Cluster {
         apply_yaml(&admin, &rbac).await;
         let operator_kubeconfig = dir.0.join("operator-sa.kubeconfig");
         write_sa_kubeconfig(&admin, &api, &operator_kubeconfig).await;
-        Cluster { api, admin, operator_kubeconfig, dir }
+        Some(Cluster { api, admin, operator_kubeconfig, dir })
     }
 
     /// Starts the operator as the ServiceAccount of deploy/manifests/rbac.yaml.
@@ -535,6 +540,7 @@ impl Operator {
     }
 
     /// SIGTERM, then waits for the exit (SIGKILL after a while).
+    #[allow(unsafe_code)] // kill(2): std can only send SIGKILL
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
             // SAFETY: a plain kill(2) of our own child.

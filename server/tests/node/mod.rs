@@ -11,7 +11,7 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
-use crate::e2e::{client_from, repo_root};
+use crate::e2e::{client_from, external, repo_root};
 use kube::Client;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -65,11 +65,9 @@ pub struct Node {
     pub admin: Client,
 }
 
-/// The multi-call binary that runs the node.
-pub fn node_bin() -> PathBuf {
-    let bin = repo_root().join("tests/apiserver/bin/apiserver");
-    assert!(bin.exists(), "{} is missing: run tests/apiserver/build.sh (or scripts/test)", bin.display());
-    bin
+/// The multi-call binary that runs the node, if built (else the test is skipped).
+pub fn node_bin() -> Option<PathBuf> {
+    external::built(repo_root().join("tests/apiserver/bin/apiserver"), "run tests/apiserver/build.sh (or scripts/test)")
 }
 
 /// Where the image archives are (`STUNNER_TEST_IMAGES`, default tests/images/out).
@@ -78,17 +76,21 @@ pub fn images_dir() -> PathBuf {
 }
 
 impl Node {
-    /// Brings a node up for `test`, with its files in a fresh directory under the temp dir.
-    pub async fn start(test: &str) -> Node {
+    /// Brings a node up for `test`, with its files in a fresh directory under the temp dir;
+    /// `None` when the node's program or images are not built (the test is skipped).
+    pub async fn start(test: &str) -> Option<Node> {
+        let bin = node_bin()?;
+        let images = external::built(images_dir(), "run tests/images/build.sh (or scripts/test)")?;
         // SAFETY: geteuid has no preconditions.
+        #[allow(unsafe_code)] // geteuid(2): std has no safe wrapper
         let euid = unsafe { libc::geteuid() };
         assert_eq!(euid, 0, "the real-node tests need root (they create a bridge, iptables rules and mounts)");
         let dir = std::env::temp_dir().join(format!("stunner-node-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let node_log = dir.join("node.log");
-        let mut child = Command::new(node_bin())
-            .args(["node", "--dir", dir.to_str().unwrap(), "--images", images_dir().to_str().unwrap()])
+        let mut child = Command::new(bin)
+            .args(["node", "--dir", dir.to_str().unwrap(), "--images", images.to_str().unwrap()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&node_log).unwrap())
@@ -125,7 +127,7 @@ impl Node {
         };
         let kubeconfig = dir.join("admin.kubeconfig");
         let admin = client_from(&kubeconfig).await;
-        Node { child: Some(child), stdin, node_ip: facts.node_ip, kubeconfig, facts, logs, admin, dir }
+        Some(Node { child: Some(child), stdin, node_ip: facts.node_ip, kubeconfig, facts, logs, admin, dir })
     }
 
     /// The last lines of every component's log, for a failure message.

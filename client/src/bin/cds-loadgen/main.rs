@@ -327,6 +327,7 @@ fn progress(len: u64, message: &'static str) -> ProgressBar {
 
 /// Each watcher is a socket here and one in a spawned operator (which inherits the limit):
 /// raise the soft limit of open files to the hard limit when that is needed.
+#[allow(unsafe_code)] // setrlimit(2): std cannot raise the limit of open files
 fn raise_fd_limit(watchers: u64) {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.

@@ -59,7 +59,7 @@ mod tests {
             obj("Gateway", "a", "g2"),
             obj("UDPRoute", "a", "r"),
         ];
-        let kept = |f: Filter| items.iter().filter(|o| f.keeps(o)).map(ObjectStatus::key).collect::<Vec<_>>();
+        let kept = |f: Filter<'_>| items.iter().filter(|o| f.keeps(o)).map(ObjectStatus::key).collect::<Vec<_>>();
         assert_eq!(kept(Filter { all_namespaces: false, namespace: "a", gateway: None }), ["a/g1", "a/g2", "a/r"]);
         assert_eq!(kept(Filter { all_namespaces: false, namespace: "a", gateway: Some("g2") }), ["a/g2", "a/r"]);
         assert_eq!(kept(Filter { all_namespaces: true, namespace: "b", gateway: None }), ["gc", "a/g1", "a/g2", "a/r"]);

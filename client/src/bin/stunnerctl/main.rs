@@ -9,6 +9,8 @@
 //! Exit status: 0 on success (including a watch ended by Ctrl-C or SIGTERM, and a command that
 //! found nothing, which says so on stderr), 1 on any error, with the message on stderr.
 
+#![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
+
 mod auth_cmd;
 mod cli;
 mod clients_cmd;
