@@ -626,7 +626,7 @@ async fn operator_logs(client: &Client) -> String {
 /// ReferenceGrant there allows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hardened_install_serves_each_dataplane_its_own_gateway_only() {
-    let node = Node::start("install-hardened").await;
+    let Some(node) = Node::start("install-hardened").await else { return };
     let client = node.admin.clone();
     e2e::install_gateway_api_crds(&client).await;
     apply_yaml(&client, &echo_backend(1)).await;
