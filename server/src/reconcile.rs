@@ -255,8 +255,7 @@ impl Reconciler {
                 Owned::Keep => {}
             }
             if let Some(status) = gw.status {
-                let changed =
-                    self.show_status("gateway.networking.k8s.io/v1", "Gateway", &key.namespace, &key.name, &status);
+                let changed = self.show_status(Kind::Gateway, &key.namespace, &key.name, &status);
                 // Said once per change, like the status line, but at WARN with what to fix.
                 if let Some(invalid) = output.invalid_configs.get(&key).filter(|_| changed) {
                     let InvalidConfig { config, field, message } = invalid;
@@ -265,11 +264,10 @@ impl Reconciler {
             }
         }
         for (r, status) in output.routes {
-            let (api_version, _) = route_kind(r.kind);
-            self.show_status(api_version, "UDPRoute", &r.key.namespace, &r.key.name, &status);
+            self.show_status(r.kind, &r.key.namespace, &r.key.name, &status);
         }
         for (name, status) in output.classes {
-            self.show_status("gateway.networking.k8s.io/v1", "GatewayClass", "", &name, &status);
+            self.show_status(Kind::GatewayClass, "", &name, &status);
         }
     }
 
@@ -289,17 +287,11 @@ impl Reconciler {
     }
 
     /// Records a status for people to read, and logs it when it changed; returns whether it did.
-    fn show_status(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-        status: &impl serde::Serialize,
-    ) -> bool {
+    fn show_status(&self, kind: Kind, namespace: &str, name: &str, status: &impl serde::Serialize) -> bool {
+        let api = kind.api();
         let entry = ObjectStatus {
-            api_version: api_version.into(),
-            kind: kind.into(),
+            api_version: api.api_version,
+            kind: api.kind.clone(),
             namespace: namespace.into(),
             name: name.into(),
             status: serde_json::to_value(status).unwrap_or_default(),
@@ -308,19 +300,16 @@ impl Reconciler {
         let changed = self.outputs.statuses.set(entry);
         if changed {
             let object = if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") };
-            tracing::info!("{kind} {object}: {summary}");
+            tracing::info!("{} {object}: {summary}", api.kind);
         }
         changed
     }
 
     fn forget_status(&self, r: &ObjRef) {
-        let (api_version, kind) = match r.kind {
-            Kind::Gateway => ("gateway.networking.k8s.io/v1", "Gateway"),
-            Kind::GatewayClass => ("gateway.networking.k8s.io/v1", "GatewayClass"),
-            Kind::UdpRoute | Kind::GatewayUdpRoute => route_kind(r.kind),
-            _ => return,
-        };
-        self.outputs.statuses.remove(api_version, kind, &r.key.namespace, &r.key.name);
+        if matches!(r.kind, Kind::Gateway | Kind::GatewayClass | Kind::UdpRoute | Kind::GatewayUdpRoute) {
+            let api = r.kind.api();
+            self.outputs.statuses.remove(&api.api_version, &api.kind, &r.key.namespace, &r.key.name);
+        }
     }
 }
 
@@ -339,14 +328,6 @@ fn supersede(settled: &mut RenderOutput, later: RenderOutput) {
     settled.routes.extend(later.routes);
     settled.classes.extend(later.classes);
     settled.invalid_configs.extend(later.invalid_configs);
-}
-
-/// The API version of a route kind and its kind name.
-fn route_kind(kind: Kind) -> (&'static str, &'static str) {
-    match kind {
-        Kind::GatewayUdpRoute => ("gateway.networking.k8s.io/v1alpha2", "UDPRoute"),
-        _ => ("stunner.l7mp.io/v1", "UDPRoute"),
-    }
 }
 
 /// `Accepted=True, Programmed=False (AddressNotAssigned: ...)`, from a status's conditions and,

@@ -13,7 +13,7 @@ use super::ops::{Op, Queue, Scope, Target, WriteKind, ops_of};
 use super::ratelimit::RateLimit;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
 use crate::source::Change;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -241,15 +241,8 @@ impl KubeSink {
     }
 
     fn api(&self, target: &Target) -> Api<DynamicObject> {
-        let (group, version, kind, plural, namespaced) = target.kind.api();
-        let resource = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: target.kind.api_version(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
-        if namespaced {
+        let resource = target.kind.api();
+        if target.kind.is_namespaced() {
             Api::namespaced_with(self.client.clone(), &target.key.namespace, &resource)
         } else {
             Api::all_with(self.client.clone(), &resource)
