@@ -104,6 +104,12 @@ impl Writer {
         }
     }
 
+    /// Takes what is queued, for tests of what the render loop hands the writer.
+    #[cfg(test)]
+    pub fn take_queued(&self) -> Vec<super::ops::Target> {
+        self.lock().take().into_keys().collect()
+    }
+
     fn count(&self, labels: ResourceOperationLabels) {
         self.shared.metrics.resource_operations.get_or_create(&labels).inc();
     }
