@@ -229,11 +229,7 @@ fn done(target: &Target, op: &Op) -> &'static str {
 }
 
 fn labels(target: &Target, operation: &str) -> ResourceOperationLabels {
-    ResourceOperationLabels {
-        scope: target.scope.name().into(),
-        kind: target.kind.name().into(),
-        operation: operation.into(),
-    }
+    ResourceOperationLabels { scope: target.scope.name().into(), kind: target.kind.name(), operation: operation.into() }
 }
 
 /// The API server.
