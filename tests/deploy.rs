@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use stunner_gateway::index::Kind;
 
 const NAMESPACE: &str = "stunner-system";
 const OPERATOR: &str = "stunner-gateway-operator";
@@ -591,30 +592,8 @@ fn source(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap()
 }
 
-/// The `(group, resource)` of each index kind a watcher can follow.
-fn watched_resource(kind: &str) -> Option<(&'static str, &'static str)> {
-    Some(match kind {
-        "GatewayClass" => ("gateway.networking.k8s.io", "gatewayclasses"),
-        "Gateway" => ("gateway.networking.k8s.io", "gateways"),
-        "GatewayUdpRoute" => ("gateway.networking.k8s.io", "udproutes"),
-        "GatewayConfig" => ("stunner.l7mp.io", "gatewayconfigs"),
-        "Dataplane" => ("stunner.l7mp.io", "dataplanes"),
-        "UdpRoute" => ("stunner.l7mp.io", "udproutes"),
-        "StaticService" => ("stunner.l7mp.io", "staticservices"),
-        "Service" => ("", "services"),
-        "Endpoints" => ("", "endpoints"),
-        "EndpointSlice" => ("discovery.k8s.io", "endpointslices"),
-        "Secret" => ("", "secrets"),
-        "Node" => ("", "nodes"),
-        "Namespace" => ("", "namespaces"),
-        "Deployment" => ("apps", "deployments"),
-        "ReferenceGrant" => ("gateway.networking.k8s.io", "referencegrants"),
-        _ => return None,
-    })
-}
-
-/// Every watcher `server/src/cluster/source.rs` starts (`w.add::<T>(Kind::X, ..)`) can list and
-/// watch its kind cluster-wide.
+/// Every kind of the index's kind table (the watchers of `server/src/cluster/source.rs`
+/// follow it, each kind under its type's API names) can be listed and watched cluster-wide.
 #[test]
 fn cluster_role_covers_every_watched_kind() {
     if !deploytool_built() {
@@ -622,18 +601,16 @@ fn cluster_role_covers_every_watched_kind() {
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
     let text = source("server/src/cluster/source.rs");
-    let kinds: Vec<&str> = text
-        .lines()
-        .filter(|l| l.trim_start().starts_with("w.add::<"))
-        .map(|l| l.split("(Kind::").nth(1).and_then(|r| r.split(',').next()).expect("w.add::<T>(Kind::X, ..)"))
-        .collect();
-    assert!(kinds.len() >= 14, "watchers found in source.rs: {kinds:?}");
-    for kind in kinds {
-        let (group, resource) = watched_resource(kind).unwrap_or_else(|| {
-            panic!("source.rs watches Kind::{kind}: add it to watched_resource() and to the ClusterRole")
-        });
+    assert!(text.contains("for &kind in Kind::ALL"), "source.rs starts its watchers from the kind table");
+    for &kind in Kind::ALL {
+        let api = kind.api();
         for verb in ["get", "list", "watch"] {
-            assert!(allows(&grants, group, resource, verb), "{verb} {group}/{resource} (Kind::{kind})");
+            assert!(
+                allows(&grants, &api.group, &api.plural, verb),
+                "{verb} {}/{} (Kind::{kind:?})",
+                api.group,
+                api.plural
+            );
         }
     }
 }
@@ -680,7 +657,8 @@ fn cluster_role_covers_every_write() {
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
     // (subresource, verb) per WriteKind, from ops_of(): statuses of the Gateway API objects and
-    // routes; Service, Deployment, ConfigMap applied or deleted; DaemonSet only deleted.
+    // routes; Service, Deployment, ConfigMap applied or deleted; DaemonSet only deleted (and
+    // watched: see cluster_role_covers_every_watched_kind).
     let needs = |kind: &str| -> &'static [(&'static str, &'static str)] {
         match kind {
             "GatewayClass" | "Gateway" | "UdpRoute" | "GatewayUdpRoute" => &[("/status", "patch")],
@@ -689,18 +667,25 @@ fn cluster_role_covers_every_write() {
             other => panic!("ops.rs writes WriteKind::{other}: say how in this test and grant it in the ClusterRole"),
         }
     };
+    // The variants of `enum WriteKind`: watched kinds under their index names, and ConfigMap.
     let text = source("server/src/cluster/ops.rs");
+    let body = text.split("pub enum WriteKind {").nth(1).and_then(|t| t.split('}').next()).expect("enum WriteKind");
     let mut count = 0;
-    for line in text.lines().filter(|l| l.trim_start().starts_with("WriteKind::") && l.contains("=> (\"")) {
-        let kind = line.trim_start().trim_start_matches("WriteKind::").split(' ').next().unwrap();
-        let quoted: Vec<&str> = line.split('"').collect();
-        let (group, plural) = (quoted[1], quoted[7]);
-        for (sub, verb) in needs(kind) {
-            assert!(allows(&grants, group, &format!("{plural}{sub}"), verb), "{verb} {group}/{plural}{sub} ({kind})");
+    for variant in body.lines().map(|l| l.trim().trim_end_matches(',')).filter(|l| !l.is_empty()) {
+        let (group, plural) = match Kind::ALL.iter().find(|k| format!("{k:?}") == variant) {
+            Some(kind) => (kind.api().group, kind.api().plural),
+            None if variant == "ConfigMap" => (String::new(), "configmaps".to_string()),
+            None => panic!("WriteKind::{variant} is neither an index kind nor a ConfigMap: say how it is written here"),
+        };
+        for (sub, verb) in needs(variant) {
+            assert!(
+                allows(&grants, &group, &format!("{plural}{sub}"), verb),
+                "{verb} {group}/{plural}{sub} ({variant})"
+            );
         }
         count += 1;
     }
-    assert_eq!(count, 8, "WriteKind::api() lines parsed from ops.rs");
+    assert_eq!(count, 8, "WriteKind variants parsed from ops.rs");
 }
 
 /// Least privilege: no wildcards, create only for the objects the operator applies, Secrets

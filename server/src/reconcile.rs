@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey};
-use stunner_gateway::render::{InvalidConfig, Owned, RenderOutput, RenderSettings, render};
+use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
 
 /// What sources tell the render loop.
@@ -223,25 +223,37 @@ impl Reconciler {
         output
     }
 
-    fn publish(&mut self, output: RenderOutput) {
-        if let Some(writer) = &self.outputs.writer {
-            writer.submit(&output, &self.index);
-        }
-        for (key, gw) in output.gateways {
-            match gw.config {
+    fn publish(&mut self, mut output: RenderOutput) {
+        for (key, gw) in &mut output.gateways {
+            if let Some(status) = &gw.status {
+                let changed = self.show_status(Kind::Gateway, &key.namespace, &key.name, status);
+                // Said once per change, like the status line, but at WARN with what to fix.
+                if let Some(invalid) = output.invalid_configs.get(key).filter(|_| changed) {
+                    let InvalidConfig { config, field, message } = invalid;
+                    tracing::warn!(gateway = %key, gateway_config = %config, field, "invalid GatewayConfig {config}: {field}: {message}; the Gateway is withdrawn");
+                }
+            }
+            // The writer never reads configs: taken here, the rest goes to it below.
+            match std::mem::replace(&mut gw.config, Owned::Keep) {
                 Owned::Apply(config) => {
                     let admitted = match &mut self.service_wait {
-                        Some(wait) => wait.admit(&key, config, &gw.service, &self.index),
+                        Some(wait) => wait.admit(key, config, &gw.service, &self.index),
                         None => Some(config),
                     };
                     match admitted {
-                        Some(config) => self.upsert(&key, config),
-                        None => tracing::debug!(gateway = %key, "config waits for the Gateway's Service"),
+                        Some(config) => self.upsert(key, config),
+                        None => {
+                            tracing::debug!(gateway = %key, "config waits for the Gateway's Service");
+                            // And so does its status, not to be written twice (see service_wait).
+                            if let (Some(wait), Some(status)) = (&mut self.service_wait, gw.status.take()) {
+                                gw.status = wait.hold_status(key, status);
+                            }
+                        }
                     }
                 }
                 Owned::Delete => {
                     if let Some(wait) = &mut self.service_wait {
-                        wait.forget(&key);
+                        wait.forget(key);
                     }
                     // The id the store filed the config under: parsed from its `admin.name`,
                     // the key as text. Built from the key's parts instead, a namespace holding
@@ -254,22 +266,15 @@ impl Reconciler {
                 }
                 Owned::Keep => {}
             }
-            if let Some(status) = gw.status {
-                let changed =
-                    self.show_status("gateway.networking.k8s.io/v1", "Gateway", &key.namespace, &key.name, &status);
-                // Said once per change, like the status line, but at WARN with what to fix.
-                if let Some(invalid) = output.invalid_configs.get(&key).filter(|_| changed) {
-                    let InvalidConfig { config, field, message } = invalid;
-                    tracing::warn!(gateway = %key, gateway_config = %config, field, "invalid GatewayConfig {config}: {field}: {message}; the Gateway is withdrawn");
-                }
-            }
+        }
+        if let Some(writer) = &self.outputs.writer {
+            writer.submit(&output, &self.index);
         }
         for (r, status) in output.routes {
-            let (api_version, _) = route_kind(r.kind);
-            self.show_status(api_version, "UDPRoute", &r.key.namespace, &r.key.name, &status);
+            self.show_status(r.kind, &r.key.namespace, &r.key.name, &status);
         }
         for (name, status) in output.classes {
-            self.show_status("gateway.networking.k8s.io/v1", "GatewayClass", "", &name, &status);
+            self.show_status(Kind::GatewayClass, "", &name, &status);
         }
     }
 
@@ -279,27 +284,36 @@ impl Reconciler {
         }
     }
 
-    /// Publishes the configs whose wait for their Service ran out.
+    /// Publishes the configs whose wait for their Service ran out, and writes the statuses
+    /// held with them.
     fn publish_expired(&mut self) {
         let Some(wait) = &mut self.service_wait else { return };
-        for (key, config) in wait.expired() {
+        let mut held = RenderOutput::default();
+        for (key, config, status) in wait.expired() {
             tracing::info!(gateway = %key, bound = ?SERVICE_WAIT, "the Gateway's Service did not come back in time");
             self.upsert(&key, config);
+            let status_only = GatewayOutput {
+                config: Owned::Keep,
+                status,
+                service: Owned::Keep,
+                deployment: Owned::Keep,
+                delete_daemon_set: false,
+            };
+            held.gateways.insert(key, status_only);
+        }
+        if let Some(writer) = &self.outputs.writer
+            && !held.gateways.is_empty()
+        {
+            writer.submit(&held, &self.index);
         }
     }
 
     /// Records a status for people to read, and logs it when it changed; returns whether it did.
-    fn show_status(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-        status: &impl serde::Serialize,
-    ) -> bool {
+    fn show_status(&self, kind: Kind, namespace: &str, name: &str, status: &impl serde::Serialize) -> bool {
+        let api = kind.api();
         let entry = ObjectStatus {
-            api_version: api_version.into(),
-            kind: kind.into(),
+            api_version: api.api_version,
+            kind: api.kind.clone(),
             namespace: namespace.into(),
             name: name.into(),
             status: serde_json::to_value(status).unwrap_or_default(),
@@ -308,19 +322,16 @@ impl Reconciler {
         let changed = self.outputs.statuses.set(entry);
         if changed {
             let object = if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") };
-            tracing::info!("{kind} {object}: {summary}");
+            tracing::info!("{} {object}: {summary}", api.kind);
         }
         changed
     }
 
     fn forget_status(&self, r: &ObjRef) {
-        let (api_version, kind) = match r.kind {
-            Kind::Gateway => ("gateway.networking.k8s.io/v1", "Gateway"),
-            Kind::GatewayClass => ("gateway.networking.k8s.io/v1", "GatewayClass"),
-            Kind::UdpRoute | Kind::GatewayUdpRoute => route_kind(r.kind),
-            _ => return,
-        };
-        self.outputs.statuses.remove(api_version, kind, &r.key.namespace, &r.key.name);
+        if matches!(r.kind, Kind::Gateway | Kind::GatewayClass | Kind::UdpRoute | Kind::GatewayUdpRoute) {
+            let api = r.kind.api();
+            self.outputs.statuses.remove(&api.api_version, &api.kind, &r.key.namespace, &r.key.name);
+        }
     }
 }
 
@@ -339,14 +350,6 @@ fn supersede(settled: &mut RenderOutput, later: RenderOutput) {
     settled.routes.extend(later.routes);
     settled.classes.extend(later.classes);
     settled.invalid_configs.extend(later.invalid_configs);
-}
-
-/// The API version of a route kind and its kind name.
-fn route_kind(kind: Kind) -> (&'static str, &'static str) {
-    match kind {
-        Kind::GatewayUdpRoute => ("gateway.networking.k8s.io/v1alpha2", "UDPRoute"),
-        _ => ("stunner.l7mp.io/v1", "UDPRoute"),
-    }
 }
 
 /// `Accepted=True, Programmed=False (AddressNotAssigned: ...)`, from a status's conditions and,
@@ -429,6 +432,8 @@ mod tests {
 
     struct Loop {
         tx: mpsc::Sender<Input>,
+        /// Cluster mode: the writer's queue, never written from.
+        writer: Option<Writer>,
         sink: Arc<Recorder>,
         metrics: OperatorMetrics,
         readiness: Readiness,
@@ -459,8 +464,9 @@ mod tests {
                 writer,
             };
             let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
+            let writer = outputs.writer.clone();
             tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));
-            Loop { tx, sink, metrics, readiness }
+            Loop { tx, writer, sink, metrics, readiness }
         }
 
         /// Every config published so far.
@@ -633,6 +639,32 @@ mod tests {
         let published = l.published();
         assert_eq!(published.iter().map(|c| c.listeners.len()).collect::<Vec<_>>(), [2, 3]);
         assert_eq!(without_public_address(&published), Vec::<String>::new());
+    }
+
+    /// Cluster mode: the Gateway's status waits with its config, so that it is written once,
+    /// with the address the Service brings; or as held, once the wait runs out.
+    #[tokio::test(start_paused = true)]
+    async fn in_a_cluster_a_gateway_status_waits_with_its_config() {
+        use crate::cluster::ops::{Scope, WriteKind};
+        let l = Loop::start_in_cluster();
+        let queued = |kind| {
+            let targets = l.writer.as_ref().unwrap().take_queued();
+            targets.iter().filter(|t| (t.scope, t.kind) == (Scope::Status, kind)).count()
+        };
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(queued(WriteKind::Gateway), 0, "the Service is not back yet");
+        l.send(applied_service(quickstart())).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(queued(WriteKind::Gateway), 1, "written with the Service's address");
+
+        let added = || quickstart_with_listeners("    - name: udp-2\n      port: 3480\n      protocol: UDP\n");
+        l.send(Input::Changes(added())).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(queued(WriteKind::Gateway), 0, "the Service's new port is not back yet");
+        tokio::time::sleep(SERVICE_WAIT).await;
+        assert_eq!(queued(WriteKind::Gateway), 1, "written as held once the wait ran out");
     }
 
     /// Cluster mode: a Service that never comes back holds the config only for the bound,

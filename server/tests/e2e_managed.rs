@@ -474,3 +474,53 @@ async fn two_operators_leave_each_others_dataplanes_alone() {
     ours.assert_no_rbac_denials();
     other.assert_no_rbac_denials();
 }
+
+/// A DaemonSet dataplane of ours lingering under a Gateway's name (labelled as ours, say from
+/// an operator that ran DaemonSets).
+const LINGERING_DAEMON_SET: &str = r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: udp-gateway
+  namespace: stunner
+  labels: {stunner.l7mp.io/owned-by: stunner}
+spec:
+  selector: {matchLabels: {app: stunner}}
+  template:
+    metadata: {labels: {app: stunner}}
+    spec:
+      containers: [{name: stunnerd, image: docker.io/l7mp/stunnerd:latest}]
+"#;
+
+/// DaemonSets are watched: no DELETE is sent for a DaemonSet that is not there (upstream sends
+/// one per Gateway), and one that appears under a Gateway's name, after its Deployment, is
+/// deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lingering_daemon_set_is_deleted() {
+    let Some(cluster) = Cluster::start("daemon-set").await else { return };
+    quickstart(&cluster).await;
+    let c = &cluster.admin;
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let op = cluster.operator("op", &["--metrics-bind-address", &metrics]).await;
+    let metrics = metrics.parse().unwrap();
+    wait_quickstart_statuses(&cluster).await;
+    wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "exists", |_| true).await;
+    let daemon_set_writes = || {
+        metric_sum(
+            metrics,
+            "stunner_gateway_operator_resource_operations_total{",
+            "kind=\"DaemonSet\",operation=\"attempt\"",
+        )
+    };
+    assert_eq!(daemon_set_writes().await, 0.0, "no DaemonSet, no DELETE");
+
+    apply_yaml(c, LINGERING_DAEMON_SET).await;
+    wait_gone(c, "apps/v1", "DaemonSet", Some(NS), "udp-gateway").await;
+    let deleted = "kind=\"DaemonSet\",operation=\"deleted\"";
+    wait_for("the DELETE counted", || async {
+        (metric_sum(metrics, "stunner_gateway_operator_resource_operations_total{", deleted).await == 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(daemon_set_writes().await, 1.0, "one DELETE, for the DaemonSet that was there");
+    op.assert_no_rbac_denials();
+}

@@ -4,6 +4,13 @@ use crate::resources::gateway::{GatewayDefaultScope, ParentReference, RouteParen
 use crate::resources::{BackendRef, GatewayUdpRoute, UdpRoute, UdpRouteRule, UdpRouteSpec, UdpRouteStatus};
 use gateway_api::experimental::udproutes::UdpRouteUseDefaultGateways;
 
+/// The index stores v1alpha2 routes converted (see the kind table).
+impl From<GatewayUdpRoute> for UdpRoute {
+    fn from(route: GatewayUdpRoute) -> Self {
+        convert_gateway_udp_route(route)
+    }
+}
+
 /// Converts a v1alpha2 route field by field. Backend `port` is dropped, as upstream does: a
 /// v1alpha2 backend always carries a port, which would otherwise narrow every cluster to one
 /// port (spec §1.6); `weight` has no counterpart.

@@ -1,15 +1,9 @@
-//! Decoding one object into a [`Resource`] by `apiVersion` and `kind`; files of them are loaded
-//! by [`crate::manifest`].
+//! Decoding one object into a [`Resource`] by `apiVersion` and `kind` (the kind table names
+//! the type of each); files of them are loaded by [`crate::manifest`].
 
-use super::Resource;
-use crate::resources::{
-    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
-};
+use super::{Kind, Resource};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use serde::de::DeserializeOwned;
+use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
 
 /// Why a document did not become a [`Resource`].
@@ -32,11 +26,6 @@ impl DecodeError {
     }
 }
 
-fn typed<T: DeserializeOwned>(v: Value, kind: &str) -> Result<T, DecodeError> {
-    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-    serde_json::from_value(v).map_err(|e| DecodeError::Malformed { kind: kind.into(), name, reason: e.to_string() })
-}
-
 /// What the API server does on write and a manifest reader must do itself: `stringData` is
 /// folded into `data`.
 fn fold_string_data(mut s: Secret) -> Secret {
@@ -53,27 +42,11 @@ pub fn decode_value(v: Value) -> Result<Resource, DecodeError> {
         return Err(DecodeError::NotAnObject("missing apiVersion or kind".into()));
     };
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
-    let k = kind.as_str();
-    Ok(match (group, version, k) {
-        ("gateway.networking.k8s.io", "v1" | "v1beta1", "GatewayClass") => {
-            Resource::GatewayClass(typed::<GatewayClass>(v, k)?)
-        }
-        ("gateway.networking.k8s.io", "v1" | "v1beta1", "Gateway") => Resource::Gateway(typed::<Gateway>(v, k)?),
-        ("gateway.networking.k8s.io", "v1alpha2", "UDPRoute") => typed::<GatewayUdpRoute>(v, k)?.into(),
-        ("gateway.networking.k8s.io", "v1" | "v1beta1", "ReferenceGrant") => {
-            Resource::ReferenceGrant(typed::<ReferenceGrant>(v, k)?)
-        }
-        ("stunner.l7mp.io", "v1", "GatewayConfig") => Resource::GatewayConfig(typed::<GatewayConfig>(v, k)?),
-        ("stunner.l7mp.io", "v1", "Dataplane") => Resource::Dataplane(typed::<Dataplane>(v, k)?),
-        ("stunner.l7mp.io", "v1", "UDPRoute") => Resource::UdpRoute(typed::<UdpRoute>(v, k)?),
-        ("stunner.l7mp.io", "v1", "StaticService") => Resource::StaticService(typed::<StaticService>(v, k)?),
-        ("", "v1", "Service") => Resource::Service(typed::<Service>(v, k)?),
-        ("", "v1", "Endpoints") => Resource::Endpoints(typed::<Endpoints>(v, k)?),
-        ("", "v1", "Secret") => Resource::Secret(fold_string_data(typed::<Secret>(v, k)?)),
-        ("", "v1", "Node") => Resource::Node(typed::<Node>(v, k)?),
-        ("", "v1", "Namespace") => Resource::Namespace(typed::<Namespace>(v, k)?),
-        ("discovery.k8s.io", "v1", "EndpointSlice") => Resource::EndpointSlice(typed::<EndpointSlice>(v, k)?),
-        ("apps", "v1", "Deployment") => Resource::Deployment(typed::<Deployment>(v, k)?),
-        _ => return Err(DecodeError::UnknownKind { api_version, kind }),
+    let Some(k) = Kind::named(group, version, &kind) else {
+        return Err(DecodeError::UnknownKind { api_version, kind });
+    };
+    Ok(match k.decode(v)? {
+        Resource::Secret(s) => Resource::Secret(fold_string_data(s)),
+        r => r,
     })
 }

@@ -91,12 +91,11 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
             service.map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).into_iter().collect()
         }
         Resource::Endpoints(_) => vec![ObjRef::new(Kind::Service, r.key())],
-        Resource::Dataplane(_)
-        | Resource::StaticService(_)
-        | Resource::Secret(_)
-        | Resource::Node(_)
-        | Resource::Namespace(_)
-        | Resource::ReferenceGrant(_) => Vec::new(),
+        // A lingering DaemonSet matters to the Gateway of its name, whatever it is annotated with.
+        Resource::DaemonSet(_) => vec![ObjRef::new(Kind::Gateway, r.key())],
+        // Dataplanes, StaticServices, Secrets, Nodes, Namespaces and ReferenceGrants are
+        // referred to, and refer to nothing; so does a kind that only needs to be stored.
+        _ => Vec::new(),
     }
 }
 
@@ -144,12 +143,15 @@ impl Index {
             Kind::EndpointSlice | Kind::Endpoints => {
                 self.references(r).to_vec().iter().for_each(|s| self.walk(s, dirty))
             }
-            Kind::Deployment => self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty)),
+            Kind::Deployment | Kind::DaemonSet => {
+                self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty))
+            }
             Kind::ReferenceGrant => {
                 let granted = self.granted_routes(r);
                 granted.iter().for_each(|route| self.mark_route(route, dirty));
             }
-            Kind::Node => {} // see `Index::node_change`
+            // Nodes: see `Index::node_change`. A kind no other refers to affects nothing.
+            _ => {}
         }
     }
 

@@ -186,17 +186,6 @@ fn nodes_matter_only_through_the_first_external_address() {
 }
 
 #[test]
-fn reset_replaces_a_kind_and_marks_old_and_new() {
-    let mut index = fixture();
-    let d = index.reset(Kind::EndpointSlice, vec![]);
-    assert_eq!(gws(&d), ["ns/gw-a"]);
-    assert!(index.endpoint_slices().is_empty());
-    let d = index.reset(Kind::Gateway, decode(FIXTURE).into_iter().filter(|r| r.key().name == "gw-b").collect());
-    assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"]);
-    assert_eq!(index.gateways().len(), 1);
-}
-
-#[test]
 fn cluster_scoped_keys_ignore_namespaces() {
     let r = one("apiVersion: v1\nkind: Namespace\nmetadata: {name: a, namespace: junk}\n");
     assert_eq!(r.key().to_string(), "/a");

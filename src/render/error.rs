@@ -35,23 +35,6 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Whether the error drops what it was rendering (a cluster, a Gateway).
-    pub fn is_critical(self) -> bool {
-        matches!(
-            self,
-            Reason::InvalidAuthType
-                | Reason::InvalidUsernamePassword
-                | Reason::InvalidSharedSecret
-                | Reason::InvalidAuthConfig
-                | Reason::InvalidDataplane
-                | Reason::NoRuleFound
-                | Reason::ExternalAuthCredentialsNotFound
-                | Reason::MissingGatewayConfig
-                | Reason::Validation
-                | Reason::OperatorShutdown
-        )
-    }
-
     fn text(self) -> &'static str {
         match self {
             Reason::InvalidAuthType => "invalid authentication type",

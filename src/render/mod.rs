@@ -59,8 +59,8 @@ pub struct GatewayOutput {
     pub service: Owned<Service>,
     /// The managed dataplane; `Keep` in legacy mode.
     pub deployment: Owned<Deployment>,
-    /// Whether a same-named DaemonSet (left from another dataplane kind) must be deleted: only
-    /// while the Gateway has no Deployment yet.
+    /// Whether a same-named DaemonSet (left from another dataplane kind) must be gone: with
+    /// every Deployment upsert.
     pub delete_daemon_set: bool,
 }
 
@@ -255,15 +255,15 @@ fn managed_gateway(
         }
         _ => Owned::Delete,
     };
+    let delete_daemon_set = matches!(deployment, Owned::Apply(_));
     GatewayOutput {
         config: Owned::Apply(config),
         status: Some(rendered.status),
         service: rendered.service.map_or(Owned::Keep, |s| Owned::Apply(s.service)),
         deployment,
-        // A DaemonSet dataplane can only linger from before this Gateway had its Deployment;
-        // once that exists there is nothing to look for (DaemonSets are not watched, so the
-        // delete would otherwise be sent again after every restart).
-        delete_daemon_set: !disabled && index.deployments().get(key).is_none(),
+        // As upstream: a same-named DaemonSet dataplane is replaced by the Deployment. The
+        // writer sends the DELETE only for one the watchers have seen.
+        delete_daemon_set,
     }
 }
 

@@ -336,16 +336,24 @@ fn a_deleted_gateways_own_objects_are_deleted_and_no_others() {
     assert_eq!((&other.service, &other.deployment), (&Owned::Keep, &Owned::Keep));
 }
 
-/// A lingering DaemonSet is looked for only until the Gateway has its Deployment.
+/// A lingering DaemonSet is asked gone with every Deployment upsert, whether the Deployment
+/// exists yet or not (the writer deletes only one that is there), and its appearance
+/// re-renders the Gateway of its name.
 #[test]
-fn daemon_sets_are_deleted_only_before_the_deployment_exists() {
+fn daemon_sets_are_asked_gone_with_every_deployment_upsert() {
     let mut index = index_of(BASE);
+    let key = ObjectKey::new("ns", "gw");
     let out = render_all(&index, &RenderSettings::default(), &now());
-    assert!(out.gateways[&ObjectKey::new("ns", "gw")].delete_daemon_set);
+    assert!(out.gateways[&key].delete_daemon_set);
     let (deployment, _) = deployment_of(&out, "gw");
     index.apply(Resource::Deployment(deployment));
-    let out = render_all(&index, &RenderSettings::default(), &now());
-    assert!(!out.gateways[&ObjectKey::new("ns", "gw")].delete_daemon_set);
+    let daemon_set = "apiVersion: apps/v1\nkind: DaemonSet\n\
+        metadata: {name: gw, namespace: ns, labels: {stunner.l7mp.io/owned-by: stunner}}\n";
+    let dirty = index
+        .apply(load(Path::new("ds.yaml"), daemon_set, Admission::Validated).unwrap().into_resources().next().unwrap());
+    assert_eq!(dirty.gateways.iter().map(ToString::to_string).collect::<Vec<_>>(), ["ns/gw"]);
+    let out = render(&index, &dirty, &RenderSettings::default(), &now());
+    assert!(out.gateways[&key].delete_daemon_set, "also once the Deployment exists");
 }
 
 /// Every STUNner operator labels its objects the same way: a second operator (another

@@ -27,8 +27,8 @@ pub use v1::*;
 pub use gateway_api::experimental::udproutes::UdpRoute as GatewayUdpRoute;
 /// Gateway API `gateway.networking.k8s.io/v1` GatewayClass.
 pub use gateway_api::gatewayclasses::GatewayClass;
-/// Gateway API `gateway.networking.k8s.io/v1` Gateway.
-pub use gateway_api::gateways::Gateway;
+/// Gateway API `gateway.networking.k8s.io/v1` Gateway, and its status.
+pub use gateway_api::gateways::{Gateway, GatewayStatus};
 
 /// The API group of STUNner's CRDs.
 pub const GROUP: &str = "stunner.l7mp.io";

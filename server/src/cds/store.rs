@@ -231,20 +231,6 @@ impl ConfigStore {
         true
     }
 
-    /// Makes the store hold exactly `configs` (the operator's whole state of the world):
-    /// new and changed ids are upserted, ids not in the list are deleted.
-    pub fn replace_all(&self, configs: Vec<StunnerConfig>) {
-        let keep: std::collections::HashSet<ConfigId> =
-            configs.iter().filter_map(|c| ConfigId::parse(&c.admin.name)).collect();
-        let gone: Vec<ConfigId> = self.ids().into_iter().filter(|id| !keep.contains(id)).collect();
-        for id in &gone {
-            self.delete(id);
-        }
-        for c in configs {
-            self.upsert(c);
-        }
-    }
-
     /// Hands `snapshot` to the single-id clients of its id, if there are any.
     fn notify_topic(inner: &mut Inner, id: &ConfigId, snapshot: Arc<Snapshot>) {
         if let Some(tx) = inner.topics.get(id) {
@@ -269,10 +255,6 @@ impl ConfigStore {
                 .collect(),
             Scope::Config(id) => inner.configs.get(id).cloned().into_iter().collect(),
         }
-    }
-
-    fn ids(&self) -> Vec<ConfigId> {
-        self.inner.read().expect("store lock").configs.keys().cloned().collect()
     }
 
     /// A receiver of the latest snapshot of `id`, marked as seen, plus the current snapshot.

@@ -83,16 +83,6 @@ fn lists_are_sorted_and_scoped() {
     assert!(ids(Scope::Namespace("zz".into())).is_empty());
 }
 
-#[test]
-fn replace_all_upserts_and_deletes() {
-    let s = store();
-    s.replace_all(vec![config("ns/a", "r"), config("ns/b", "r")]);
-    s.replace_all(vec![config("ns/b", "r2"), config("ns/c", "r")]);
-    let ids: Vec<_> = s.list(&Scope::All).iter().map(|x| x.id.to_string()).collect();
-    assert_eq!(ids, ["ns/b", "ns/c"]);
-    assert_eq!(s.get(&id("ns/b")).unwrap().config.auth.realm, "r2");
-}
-
 #[tokio::test]
 async fn single_watch_gets_snapshot_updates_and_the_zero_config_on_delete() {
     let s = store();

@@ -18,7 +18,7 @@ pub fn matches(live: Option<&Resource>, target: &Target, op: &Op) -> Option<Opti
         // Absent means deleted only for kinds the watchers see.
         (Op::Delete, None) if target.kind.watched().is_some() => Some(None),
         (Op::Apply(body), Some(live)) => {
-            let value = to_value(live)?;
+            let value = live.to_value().ok()?;
             let found = match target.scope {
                 Scope::Spec => contains(&value, body),
                 Scope::Status => contains(&value["status"], &body["status"]),
@@ -27,19 +27,6 @@ pub fn matches(live: Option<&Resource>, target: &Target, op: &Op) -> Option<Opti
         }
         _ => None,
     }
-}
-
-/// The kinds the writer writes; any other is never a match.
-fn to_value(r: &Resource) -> Option<Value> {
-    match r {
-        Resource::GatewayClass(o) => serde_json::to_value(o),
-        Resource::Gateway(o) => serde_json::to_value(o),
-        Resource::UdpRoute(o) | Resource::GatewayUdpRoute(o) => serde_json::to_value(o),
-        Resource::Service(o) => serde_json::to_value(o),
-        Resource::Deployment(o) => serde_json::to_value(o),
-        _ => return None,
-    }
-    .ok()
 }
 
 /// Whether `live` has everything `desired` sets. A zero value (`false`, `0`, `""`, `null`,

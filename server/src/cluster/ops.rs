@@ -3,6 +3,8 @@
 //! the ones whose content was already written.
 
 use super::live;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::core::ApiResource;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use stunner_gateway::index::{Kind, ObjectKey, Resource};
@@ -22,53 +24,50 @@ pub enum WriteKind {
 }
 
 impl WriteKind {
-    /// `(group, version, kind, plural, namespaced)`.
-    pub fn api(self) -> (&'static str, &'static str, &'static str, &'static str, bool) {
-        match self {
-            WriteKind::GatewayClass => ("gateway.networking.k8s.io", "v1", "GatewayClass", "gatewayclasses", false),
-            WriteKind::Gateway => ("gateway.networking.k8s.io", "v1", "Gateway", "gateways", true),
-            WriteKind::UdpRoute => ("stunner.l7mp.io", "v1", "UDPRoute", "udproutes", true),
-            WriteKind::GatewayUdpRoute => ("gateway.networking.k8s.io", "v1alpha2", "UDPRoute", "udproutes", true),
-            WriteKind::Service => ("", "v1", "Service", "services", true),
-            WriteKind::ConfigMap => ("", "v1", "ConfigMap", "configmaps", true),
-            WriteKind::Deployment => ("apps", "v1", "Deployment", "deployments", true),
-            WriteKind::DaemonSet => ("apps", "v1", "DaemonSet", "daemonsets", true),
-        }
+    pub const ALL: [WriteKind; 8] = [
+        WriteKind::GatewayClass,
+        WriteKind::Gateway,
+        WriteKind::UdpRoute,
+        WriteKind::GatewayUdpRoute,
+        WriteKind::Service,
+        WriteKind::ConfigMap,
+        WriteKind::Deployment,
+        WriteKind::DaemonSet,
+    ];
+
+    /// The index kind of written objects of this kind: every written kind but ConfigMaps
+    /// (legacy mode's, which nothing reads back) is watched.
+    pub fn watched(self) -> Option<Kind> {
+        Some(match self {
+            WriteKind::GatewayClass => Kind::GatewayClass,
+            WriteKind::Gateway => Kind::Gateway,
+            WriteKind::UdpRoute => Kind::UdpRoute,
+            WriteKind::GatewayUdpRoute => Kind::GatewayUdpRoute,
+            WriteKind::Service => Kind::Service,
+            WriteKind::Deployment => Kind::Deployment,
+            WriteKind::DaemonSet => Kind::DaemonSet,
+            WriteKind::ConfigMap => return None,
+        })
     }
 
-    pub fn api_version(self) -> String {
-        match self.api() {
-            ("", version, ..) => version.into(),
-            (group, version, ..) => format!("{group}/{version}"),
-        }
+    /// The written kind that watched objects of `kind` are, if any.
+    pub fn of(kind: Kind) -> Option<WriteKind> {
+        WriteKind::ALL.into_iter().find(|w| w.watched() == Some(kind))
+    }
+
+    /// The kind's API names, from the kind table (ConfigMaps from their type).
+    pub fn api(self) -> ApiResource {
+        self.watched().map_or_else(|| ApiResource::erase::<ConfigMap>(&()), Kind::api)
+    }
+
+    /// Whether objects of this kind live in a namespace (all written kinds but GatewayClasses).
+    pub fn is_namespaced(self) -> bool {
+        self.watched().is_none_or(|k| !k.is_cluster_scoped())
     }
 
     /// The kind name in metrics (both route flavours are `UDPRoute`, as upstream counts them).
-    pub fn name(self) -> &'static str {
-        self.api().2
-    }
-}
-
-/// The written kinds the watchers see, as the index names them (ConfigMaps and DaemonSets
-/// are not watched).
-const WATCHED: [(Kind, WriteKind); 6] = [
-    (Kind::GatewayClass, WriteKind::GatewayClass),
-    (Kind::Gateway, WriteKind::Gateway),
-    (Kind::UdpRoute, WriteKind::UdpRoute),
-    (Kind::GatewayUdpRoute, WriteKind::GatewayUdpRoute),
-    (Kind::Service, WriteKind::Service),
-    (Kind::Deployment, WriteKind::Deployment),
-];
-
-impl WriteKind {
-    /// The written kind that watched objects of `kind` are, if any.
-    pub fn of(kind: Kind) -> Option<WriteKind> {
-        WATCHED.iter().find(|(k, _)| *k == kind).map(|(_, w)| *w)
-    }
-
-    /// The index kind of written objects of this kind, if watched.
-    pub fn watched(self) -> Option<Kind> {
-        WATCHED.iter().find(|(_, w)| *w == self).map(|(k, _)| *k)
+    pub fn name(self) -> String {
+        self.api().kind
     }
 }
 
@@ -142,9 +141,10 @@ fn status_op(kind: WriteKind, key: &ObjectKey, status: &impl serde::Serialize) -
     if !key.namespace.is_empty() {
         metadata["namespace"] = key.namespace.clone().into();
     }
+    let api = kind.api();
     let body = json!({
-        "apiVersion": kind.api_version(),
-        "kind": kind.name(),
+        "apiVersion": api.api_version,
+        "kind": api.kind,
         "metadata": metadata,
         "status": serde_json::to_value(status).unwrap_or_default(),
     });
@@ -336,6 +336,18 @@ mod tests {
         q.observed(WriteKind::Service, &key, Some(&service("6", &[("a", "b")])));
         assert!(q.take().is_empty(), "written by the leader: nothing left to write");
         assert!(!q.submit(t, labelled, |_| None));
+    }
+
+    /// DaemonSets are watched: the DELETE every Deployment upsert asks for is sent only for a
+    /// DaemonSet the watchers show (upstream's answers 404 once per new Gateway).
+    #[test]
+    fn a_daemon_set_is_deleted_only_when_the_watchers_show_one() {
+        let mut q = Queue::default();
+        let t = spec_target(WriteKind::DaemonSet, &ObjectKey::new("ns", "gw"));
+        assert!(!q.submit(t.clone(), Op::Delete, none), "none there: nothing to delete");
+        let mut q = Queue::default();
+        let lingering = || Some(Resource::DaemonSet(Default::default()));
+        assert!(q.submit(t, Op::Delete, |_| lingering()));
     }
 
     #[test]

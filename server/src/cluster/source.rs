@@ -1,4 +1,4 @@
-//! The cluster source: one kube-runtime watcher per kind the index holds, each feeding the
+//! The cluster source: one kube-runtime watcher per kind of the index's kind table, each feeding the
 //! render loop through its [`Tracker`], and `Input::Synced` once every watcher has completed
 //! its first list (design.md §4.4: nothing is served from half a cluster).
 //!
@@ -12,15 +12,10 @@ use crate::reconcile::Input;
 use futures_util::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use serde::de::DeserializeOwned;
-use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use stunner_gateway::index::{Kind, Resource};
+use stunner_gateway::index::{Kind, KindVisitor, Wire};
 use stunner_gateway::keys::{OWNED_BY_LABEL, OWNED_BY_VALUE};
-use stunner_gateway::resources::{
-    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
-};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -56,36 +51,45 @@ pub fn spawn(
     writer: Writer,
     shutdown: CancellationToken,
 ) -> JoinSet<()> {
-    let all = watcher::Config::default();
-    // The managed dataplanes only: every other Deployment is none of the operator's business.
-    let owned = watcher::Config::default().labels(&format!("{OWNED_BY_LABEL}={OWNED_BY_VALUE}"));
-    // Helm keeps every release in a Secret, often the largest objects of a cluster; no
-    // Gateway or GatewayConfig can sensibly refer to one.
-    let secrets = watcher::Config::default().fields("type!=helm.sh/release.v1");
     let mut w = Watchers { client: client.clone(), tx, writer, shutdown, tasks: JoinSet::new(), kinds: Vec::new() };
-    w.add::<GatewayClass>(Kind::GatewayClass, all.clone());
-    w.add::<Gateway>(Kind::Gateway, all.clone());
-    w.add::<GatewayConfig>(Kind::GatewayConfig, all.clone());
-    w.add::<Dataplane>(Kind::Dataplane, all.clone());
-    w.add::<UdpRoute>(Kind::UdpRoute, all.clone());
-    if options.gateway_udp_routes {
-        w.add::<GatewayUdpRoute>(Kind::GatewayUdpRoute, all.clone());
+    for &kind in Kind::ALL {
+        if let Some(config) = watch_config(kind, options) {
+            kind.visit(AddWatcher { watchers: &mut w, config });
+        }
     }
-    w.add::<StaticService>(Kind::StaticService, all.clone());
-    w.add::<k8s_openapi::api::core::v1::Service>(Kind::Service, all.clone());
-    if options.endpoints {
-        w.add::<k8s_openapi::api::core::v1::Endpoints>(Kind::Endpoints, all.clone());
-    } else {
-        w.add::<k8s_openapi::api::discovery::v1::EndpointSlice>(Kind::EndpointSlice, all.clone());
-    }
-    w.add::<k8s_openapi::api::core::v1::Secret>(Kind::Secret, secrets);
-    w.add::<k8s_openapi::api::core::v1::Node>(Kind::Node, all.clone());
-    if options.reference_grants {
-        w.add::<ReferenceGrant>(Kind::ReferenceGrant, all.clone());
-    }
-    w.add::<k8s_openapi::api::core::v1::Namespace>(Kind::Namespace, all);
-    w.add::<k8s_openapi::api::apps::v1::Deployment>(Kind::Deployment, owned);
     w.start()
+}
+
+/// Which objects of `kind` to watch; `None`: the kind is not watched with these options.
+fn watch_config(kind: Kind, options: SourceOptions) -> Option<watcher::Config> {
+    let all = watcher::Config::default();
+    Some(match kind {
+        Kind::GatewayUdpRoute if !options.gateway_udp_routes => return None,
+        Kind::Endpoints if !options.endpoints => return None,
+        Kind::EndpointSlice if options.endpoints => return None,
+        Kind::ReferenceGrant if !options.reference_grants => return None,
+        // The dataplanes of ours only: every other Deployment or DaemonSet is none of the
+        // operator's business.
+        Kind::Deployment | Kind::DaemonSet => all.labels(&format!("{OWNED_BY_LABEL}={OWNED_BY_VALUE}")),
+        // Helm keeps every release in a Secret, often the largest objects of a cluster; no
+        // Gateway or GatewayConfig can sensibly refer to one.
+        Kind::Secret => all.fields("type!=helm.sh/release.v1"),
+        _ => all,
+    })
+}
+
+/// Adds the watcher of one kind, with its Rust type.
+struct AddWatcher<'a> {
+    watchers: &'a mut Watchers,
+    config: watcher::Config,
+}
+
+impl KindVisitor for AddWatcher<'_> {
+    type Output = ();
+
+    fn visit<K: Wire>(self, kind: Kind) {
+        self.watchers.add::<K>(kind, self.config);
+    }
 }
 
 /// Collects the watches to run, so the sync barrier knows how many to wait for.
@@ -99,10 +103,7 @@ struct Watchers {
 }
 
 impl Watchers {
-    fn add<K>(&mut self, kind: Kind, config: watcher::Config)
-    where
-        K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static + Into<Resource>,
-    {
+    fn add<K: Wire>(&mut self, kind: Kind, config: watcher::Config) {
         let api = Api::<K>::all(self.client.clone());
         let feed = Feed { tx: self.tx.clone(), writer: self.writer.clone(), shutdown: self.shutdown.clone() };
         self.kinds.push(Box::new(move |barrier| Box::pin(follow(api, config, kind, feed, barrier))));
@@ -141,10 +142,7 @@ struct Feed {
     shutdown: CancellationToken,
 }
 
-async fn follow<K>(api: Api<K>, config: watcher::Config, kind: Kind, feed: Feed, barrier: Barrier)
-where
-    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static + Into<Resource>,
-{
+async fn follow<K: Wire>(api: Api<K>, config: watcher::Config, kind: Kind, feed: Feed, barrier: Barrier) {
     let mut tracker = Tracker::new(kind);
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
     // Whether this watcher has counted itself in at the barrier (once only).

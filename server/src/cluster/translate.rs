@@ -88,40 +88,12 @@ impl Tracker {
 /// The object as the index stores it: converted, without `managedFields`.
 fn prepare<K: Into<Resource>>(obj: K) -> Resource {
     let mut r = obj.into();
-    strip(&mut r);
+    r.meta_mut().managed_fields = None;
     r
 }
 
 fn version(r: &Resource) -> String {
     r.meta().resource_version.clone().unwrap_or_default()
-}
-
-/// Drops `metadata.managedFields`.
-fn strip(r: &mut Resource) {
-    macro_rules! clear {
-        ($($variant:ident),*) => {
-            match r {
-                $(Resource::$variant(o) => o.metadata.managed_fields = None,)*
-            }
-        };
-    }
-    clear!(
-        GatewayClass,
-        Gateway,
-        GatewayConfig,
-        Dataplane,
-        UdpRoute,
-        GatewayUdpRoute,
-        StaticService,
-        Service,
-        EndpointSlice,
-        Endpoints,
-        Secret,
-        Node,
-        Namespace,
-        Deployment,
-        ReferenceGrant
-    );
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::ops::{Op, Queue, Scope, Target, WriteKind, ops_of};
 use super::ratelimit::RateLimit;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
 use crate::source::Change;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -102,6 +102,12 @@ impl Writer {
                 queue.observed(kind, &key, live);
             }
         }
+    }
+
+    /// Takes what is queued, for tests of what the render loop hands the writer.
+    #[cfg(test)]
+    pub fn take_queued(&self) -> Vec<super::ops::Target> {
+        self.lock().take().into_keys().collect()
     }
 
     fn count(&self, labels: ResourceOperationLabels) {
@@ -223,11 +229,7 @@ fn done(target: &Target, op: &Op) -> &'static str {
 }
 
 fn labels(target: &Target, operation: &str) -> ResourceOperationLabels {
-    ResourceOperationLabels {
-        scope: target.scope.name().into(),
-        kind: target.kind.name().into(),
-        operation: operation.into(),
-    }
+    ResourceOperationLabels { scope: target.scope.name().into(), kind: target.kind.name(), operation: operation.into() }
 }
 
 /// The API server.
@@ -241,15 +243,8 @@ impl KubeSink {
     }
 
     fn api(&self, target: &Target) -> Api<DynamicObject> {
-        let (group, version, kind, plural, namespaced) = target.kind.api();
-        let resource = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: target.kind.api_version(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
-        if namespaced {
+        let resource = target.kind.api();
+        if target.kind.is_namespaced() {
             Api::namespaced_with(self.client.clone(), &target.key.namespace, &resource)
         } else {
             Api::all_with(self.client.clone(), &resource)

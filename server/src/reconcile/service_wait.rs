@@ -9,6 +9,10 @@
 //! first. The bound keeps a Service that never comes back as asked (no leader writing, a
 //! field the API server rewrites) from holding the config forever; for the same asked-for
 //! Service the wait is then not started again.
+//!
+//! The Gateway's status waits with its config: rendered without the address the Service
+//! brings, it would be written once without and once more with it. Held, it is written once
+//! (by the render the Service's return triggers), or as held when the wait runs out.
 
 use crate::cluster::live;
 use k8s_openapi::api::core::v1::Service;
@@ -17,6 +21,7 @@ use std::time::Duration;
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, ObjectKey};
 use stunner_gateway::render::Owned;
+use stunner_gateway::resources::GatewayStatus;
 use tokio::time::Instant;
 
 /// How long a config waits for its Gateway's Service at most (documented in
@@ -30,6 +35,8 @@ struct Held {
     until: Instant,
     /// The Service asked for, as JSON.
     service: serde_json::Value,
+    /// The Gateway's latest status, not written while held.
+    status: Option<GatewayStatus>,
 }
 
 /// The held configs, at most one per Gateway.
@@ -67,12 +74,24 @@ impl ServiceWait {
         if self.given_up.get(key) == Some(&asked) {
             return Some(config);
         }
-        let until = match self.held.get(key) {
-            Some(h) => h.until,
-            None => Instant::now() + self.bound,
+        let (until, status) = match self.held.remove(key) {
+            Some(h) => (h.until, h.status),
+            None => (Instant::now() + self.bound, None),
         };
-        self.held.insert(key.clone(), Held { config, until, service: asked });
+        self.held.insert(key.clone(), Held { config, until, service: asked, status });
         None
+    }
+
+    /// Holds `status` (the newest) with Gateway `key`'s held config; returns it back when no
+    /// config of `key` is held.
+    pub fn hold_status(&mut self, key: &ObjectKey, status: GatewayStatus) -> Option<GatewayStatus> {
+        match self.held.get_mut(key) {
+            Some(h) => {
+                h.status = Some(status);
+                None
+            }
+            None => Some(status),
+        }
     }
 
     /// Gateway `key` has no config any more, or its Service is in place.
@@ -86,15 +105,16 @@ impl ServiceWait {
         self.held.values().map(|h| h.until).min()
     }
 
-    /// The held configs that are due, to be published as they are.
-    pub fn expired(&mut self) -> Vec<(ObjectKey, StunnerConfig)> {
+    /// The held configs that are due, to be published as they are, with the status held
+    /// with each.
+    pub fn expired(&mut self) -> Vec<(ObjectKey, StunnerConfig, Option<GatewayStatus>)> {
         let now = Instant::now();
         let due: Vec<ObjectKey> = self.held.iter().filter(|(_, h)| h.until <= now).map(|(k, _)| k.clone()).collect();
         let mut out = Vec::with_capacity(due.len());
         for key in due {
             if let Some(h) = self.held.remove(&key) {
                 self.given_up.insert(key.clone(), h.service);
-                out.push((key, h.config));
+                out.push((key, h.config, h.status));
             }
         }
         out

@@ -1,0 +1,262 @@
+//! The table of watched kinds: one line per kind, from which everything that must know the
+//! list follows — the [`Resource`] and [`Kind`] enums, the per-kind stores and their accessors,
+//! decoding by `apiVersion`/`kind`, the API names (group, version, kind, plural and scope, from
+//! the type's `kube::Resource` impl) and typed dispatch ([`Kind::visit`]) for whoever needs the
+//! Rust type of a kind (the cluster source's watchers).
+//!
+//! A line reads `Variant(WireType) in field` or, for a kind stored in another shape than it is
+//! read, `Variant(WireType => StoredType) in field` (`StoredType: From<WireType>`); `also "v"`
+//! lists older versions whose objects decode with the same type.
+
+use super::{DecodeError, Index, ObjRef, ObjectKey, Store};
+use crate::resources::{
+    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
+};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::ApiResource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::fmt::Debug;
+
+/// What a type read from the API server (or a manifest) needs to be a watched kind.
+pub trait Wire:
+    kube::Resource<DynamicType = (), Scope: 'static>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+    + Into<Resource>
+{
+}
+
+impl<T> Wire for T where
+    T: kube::Resource<DynamicType = (), Scope: 'static>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static
+        + Into<Resource>
+{
+}
+
+/// Code generic over the Rust type of a kind, run by [`Kind::visit`] with the kind's wire type.
+pub trait KindVisitor {
+    type Output;
+    fn visit<K: Wire>(self, kind: Kind) -> Self::Output;
+}
+
+/// Whether `K` is cluster-scoped, from its `kube::Resource::Scope`.
+fn cluster_scoped<K: Wire>() -> bool {
+    std::any::TypeId::of::<K::Scope>() == std::any::TypeId::of::<k8s_openapi::ClusterResourceScope>()
+}
+
+/// Whether `K` is the type of objects of `group`/`version`/`kind`, or of an older version
+/// listed in `also`.
+fn names<K: Wire>(group: &str, version: &str, kind: &str, also: &[&str]) -> bool {
+    K::group(&()) == group && K::kind(&()) == kind && (K::version(&()) == version || also.contains(&version))
+}
+
+fn typed<K: Wire>(v: Value) -> Result<Resource, DecodeError> {
+    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let typed: K = serde_json::from_value(v).map_err(|e| DecodeError::Malformed {
+        kind: K::kind(&()).into(),
+        name,
+        reason: e.to_string(),
+    })?;
+    Ok(typed.into())
+}
+
+/// The stored type of a table line: the wire type unless the line names another.
+macro_rules! stored {
+    ($wire:ty) => {
+        $wire
+    };
+    ($wire:ty => $stored:ty) => {
+        $stored
+    };
+}
+
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident($wire:ty $(=> $stored:ty)?) in $field:ident $(, also $($older:literal),+)?;)*) => {
+        /// One watched object. [`Resource::GatewayUdpRoute`] holds a Gateway API v1alpha2 route
+        /// already converted to STUNner's v1 shape (see [`super::convert_gateway_udp_route`]).
+        // Objects are moved once from a source into the store; boxing each variant would only
+        // add an allocation per event.
+        #[allow(clippy::large_enum_variant)]
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Resource {
+            $($(#[$doc])* $variant(stored!($wire $(=> $stored)?)),)*
+        }
+
+        /// The kinds the index stores.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Kind {
+            $($variant,)*
+        }
+
+        impl Kind {
+            /// Every kind, in declaration order.
+            pub const ALL: &'static [Kind] = &[$(Kind::$variant,)*];
+
+            /// Whether objects of this kind are cluster-scoped (their keys have no namespace).
+            pub fn is_cluster_scoped(self) -> bool {
+                match self {
+                    $(Kind::$variant => cluster_scoped::<$wire>(),)*
+                }
+            }
+
+            /// The kind's API names, as the API server serves it.
+            pub fn api(self) -> ApiResource {
+                match self {
+                    $(Kind::$variant => ApiResource::erase::<$wire>(&()),)*
+                }
+            }
+
+            /// The kind whose objects carry this `apiVersion` group and version, and `kind`.
+            pub fn named(group: &str, version: &str, kind: &str) -> Option<Kind> {
+                $(
+                    let also: &[&str] = &[$($($older),+)?];
+                    if names::<$wire>(group, version, kind, also) {
+                        return Some(Kind::$variant);
+                    }
+                )*
+                None
+            }
+
+            /// Decodes an object of this kind.
+            pub fn decode(self, v: Value) -> Result<Resource, DecodeError> {
+                match self {
+                    $(Kind::$variant => typed::<$wire>(v),)*
+                }
+            }
+
+            /// Runs `visitor` with this kind's wire type.
+            pub fn visit<V: KindVisitor>(self, visitor: V) -> V::Output {
+                match self {
+                    $(Kind::$variant => visitor.visit::<$wire>(self),)*
+                }
+            }
+        }
+
+        $(impl From<$wire> for Resource {
+            fn from(o: $wire) -> Self {
+                Resource::$variant(<stored!($wire $(=> $stored)?)>::from(o))
+            }
+        })*
+
+        impl Resource {
+            pub fn kind(&self) -> Kind {
+                match self {
+                    $(Resource::$variant(_) => Kind::$variant,)*
+                }
+            }
+
+            pub fn meta(&self) -> &ObjectMeta {
+                match self {
+                    $(Resource::$variant(o) => &o.metadata,)*
+                }
+            }
+
+            pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+                match self {
+                    $(Resource::$variant(o) => &mut o.metadata,)*
+                }
+            }
+
+            /// The object as JSON, in its stored shape.
+            pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+                match self {
+                    $(Resource::$variant(o) => serde_json::to_value(o),)*
+                }
+            }
+        }
+
+        #[derive(Debug, Clone, Default)]
+        pub(super) struct Stores {
+            $($field: Store<stored!($wire $(=> $stored)?)>,)*
+        }
+
+        impl Stores {
+            /// Stores `r`, replacing the object of the same kind and key.
+            pub(super) fn insert(&mut self, key: ObjectKey, r: Resource) {
+                match r {
+                    $(Resource::$variant(o) => { self.$field.insert(key, o); })*
+                }
+            }
+
+            pub(super) fn remove(&mut self, kind: Kind, key: &ObjectKey) -> Option<Resource> {
+                match kind {
+                    $(Kind::$variant => self.$field.remove(key).map(Resource::$variant),)*
+                }
+            }
+
+            pub(super) fn get(&self, r: &ObjRef) -> Option<Resource> {
+                match r.kind {
+                    $(Kind::$variant => self.$field.get(&r.key).cloned().map(Resource::$variant),)*
+                }
+            }
+
+            pub(super) fn contains(&self, r: &ObjRef) -> bool {
+                match r.kind {
+                    $(Kind::$variant => self.$field.contains_key(&r.key),)*
+                }
+            }
+        }
+
+        impl Index {
+            $(
+                $(#[$doc])*
+                pub fn $field(&self) -> &Store<stored!($wire $(=> $stored)?)> {
+                    &self.stores.$field
+                }
+            )*
+        }
+    };
+}
+
+kinds! {
+    /// Gateway API `GatewayClass` (cluster-scoped).
+    GatewayClass(GatewayClass) in gateway_classes, also "v1beta1";
+    /// Gateway API `Gateway`.
+    Gateway(Gateway) in gateways, also "v1beta1";
+    /// STUNner `GatewayConfig`.
+    GatewayConfig(GatewayConfig) in gateway_configs;
+    /// STUNner `Dataplane` (cluster-scoped).
+    Dataplane(Dataplane) in dataplanes;
+    /// STUNner `UDPRoute` (`stunner.l7mp.io/v1`).
+    UdpRoute(UdpRoute) in udp_routes;
+    /// Gateway API `UDPRoute` (`gateway.networking.k8s.io/v1alpha2`), in STUNner's v1 shape.
+    GatewayUdpRoute(GatewayUdpRoute => UdpRoute) in gateway_udp_routes;
+    /// STUNner `StaticService`.
+    StaticService(StaticService) in static_services;
+    /// Core `Service`: route backends and the Gateways' own LoadBalancer Services.
+    Service(Service) in services;
+    /// `discovery.k8s.io/v1` `EndpointSlice` of backend Services.
+    EndpointSlice(EndpointSlice) in endpoint_slices;
+    /// Core `Endpoints`, used instead of EndpointSlices when those are disabled.
+    Endpoints(Endpoints) in endpoints;
+    /// Core `Secret`: auth credentials and TLS certificates.
+    Secret(Secret) in secrets;
+    /// Core `Node` (cluster-scoped): public addresses for NodePort Services.
+    Node(Node) in nodes;
+    /// Core `Namespace` (cluster-scoped): route attachment by namespace selector.
+    Namespace(Namespace) in namespaces;
+    /// `apps/v1` `Deployment`: the managed dataplanes.
+    Deployment(Deployment) in deployments;
+    /// `apps/v1` `DaemonSet` labelled as ours: a dataplane of another kind, left under a
+    /// Gateway's name, that the Gateway's Deployment replaces.
+    DaemonSet(DaemonSet) in daemon_sets;
+    /// Gateway API `ReferenceGrant`: which cross-namespace backend references are allowed
+    /// (read with `--enforce-reference-grants` only).
+    ReferenceGrant(ReferenceGrant) in reference_grants, also "v1";
+}
