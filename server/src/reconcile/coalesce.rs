@@ -4,9 +4,10 @@
 //! Upstream waits a fixed `--throttle-timeout` (250 ms) after the first change of every burst,
 //! so a lone password change waits as long as a relist. Here a change that finds no render in
 //! the current window is rendered at once; a change that arrives while a render runs or within
-//! the window after one is held until the window ends, and the next window is longer (up to
+//! the window after one is held until the window ends, and each change within
+//! `--throttle-timeout` of the last render makes the next window longer (up to
 //! `--throttle-timeout`), so a sustained burst is rendered about once per `--throttle-timeout`.
-//! A quiet window brings the window back to its shortest. A render is never postponed by later
+//! A quiet `--throttle-timeout` brings the window back to its shortest. A render is never postponed by later
 //! changes: its time is fixed by the change that asked for it, at most one window after it.
 
 use std::time::Duration;
@@ -33,12 +34,16 @@ impl Coalescer {
         Coalescer { min, max, window: min, last_render: None }
     }
 
-    /// When to render a change that arrives at `now` while no render is pending: `now` itself
-    /// when the window after the last render has passed, else the end of that window.
+    /// When to render a change that arrives at `now` while no render is pending: the end of
+    /// the window after the last render while it lasts, else `now` itself. A change within
+    /// `max` of the last render belongs to a sustained stream and grows the window (changes
+    /// 100 ms apart are rendered once per `max`, not ten times a second); only a quiet `max`
+    /// brings it back to its shortest.
     pub fn schedule(&mut self, now: Instant) -> Instant {
-        match self.last_render {
-            Some(last) if now < last + self.window => {
-                let at = last + self.window;
+        let since = self.last_render.map(|last| now.saturating_duration_since(last));
+        match since {
+            Some(since) if since < self.max => {
+                let at = if since < self.window { now + (self.window - since) } else { now };
                 self.window = (self.window * GROWTH).min(self.max);
                 at
             }
@@ -96,8 +101,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_isolated_change_is_rendered_at_once() {
         assert_eq!(renders([ms(0)]), [ms(0)]);
-        // Changes further apart than the window each render at once.
-        assert_eq!(renders([ms(0), ms(500), ms(1000)]), [ms(0), ms(500), ms(1000)]);
+        // Changes further apart than the bound each render at once.
+        assert_eq!(renders([ms(0), ms(300), ms(600)]), [ms(0), ms(300), ms(600)]);
     }
 
     #[tokio::test(start_paused = true)]
@@ -115,6 +120,15 @@ mod tests {
         assert_eq!(renders[0], ms(0), "the first change renders at once");
         let gaps: Vec<Duration> = renders.windows(2).map(|w| w[1] - w[0]).collect();
         assert!(gaps[ramp..].iter().all(|g| *g == MAX), "the window grows to the bound: {renders:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_slower_than_the_window_still_grows_it() {
+        let renders = renders((0..20).map(|i| ms(100 * i)));
+        let ramp = 2;
+        assert!(renders.len() <= (2000 / MAX.as_millis()) as usize + ramp + 1, "{renders:?}");
+        let gaps: Vec<Duration> = renders.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps[ramp..].iter().all(|g| *g == MAX), "once per bound after the ramp: {renders:?}");
     }
 
     #[tokio::test(start_paused = true)]

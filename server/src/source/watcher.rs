@@ -31,7 +31,7 @@ pub fn watch(dir: &Path) -> notify::Result<(notify::RecommendedWatcher, mpsc::Re
             }
             EventKind::Access(AccessKind::Close(AccessMode::Write)) => Raw::Closed,
             EventKind::Access(_) => return,
-            _ => Raw::Other,
+            _ => |_| Raw::Other,
         };
         for path in event.paths {
             let _ = raw_tx.send(raw(path));
@@ -51,7 +51,7 @@ enum Raw {
     /// The file was closed after writing.
     Closed(PathBuf),
     /// Anything else (a rename, a removal, a directory).
-    Other(PathBuf),
+    Other,
 }
 
 /// Turns raw events into one request per settled burst, until either side is gone.
@@ -69,7 +69,7 @@ async fn settle(mut raw: mpsc::UnboundedReceiver<Raw>, tx: mpsc::Sender<()>) {
                 Raw::Closed(path) => {
                     open.remove(&path);
                 }
-                Raw::Other(_) => {}
+                Raw::Other => {}
             }
             // With a file still open, only the bound ends the wait.
             let until = if open.is_empty() { (Instant::now() + QUIET).min(latest) } else { latest };
@@ -103,7 +103,7 @@ mod tests {
         let (raw, mut settled) = start();
         let first = Instant::now();
         for _ in 0..3 {
-            raw.send(Raw::Other("a.yaml".into())).unwrap();
+            raw.send(Raw::Other).unwrap();
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         settled.recv().await.unwrap();
@@ -117,7 +117,7 @@ mod tests {
         let first = Instant::now();
         let mut requests = Vec::new();
         while Instant::now() - first < Duration::from_millis(500) {
-            raw.send(Raw::Other("a.yaml".into())).unwrap();
+            raw.send(Raw::Other).unwrap();
             tokio::time::sleep(Duration::from_millis(1)).await;
             if settled.try_recv().is_ok() {
                 requests.push(Instant::now() - first);
