@@ -2,8 +2,9 @@
 //! delete and create); rather than interpret each event, any event asks for a rescan, once
 //! the burst of events it belongs to has settled: no new event for [`QUIET`] and no file
 //! written in it still open for writing (a shell's `>` truncates first and writes later: read
-//! in between, the file would be empty and its objects deleted for a moment), or at the latest
-//! [`SETTLE_MAX`] after its first event, so a file written without pause is still read.
+//! in between, the file would be empty and its objects deleted for a moment). A burst that goes
+//! on is read [`SETTLE_MAX`] after its first event, at the next moment no file is open, and at
+//! the latest [`OPEN_MAX`] after it, so a file written without pause is still read.
 
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -16,8 +17,10 @@ use tokio::time::Instant;
 /// The pause after which a burst of file events counts as settled: the events of one save
 /// (truncate, writes, rename) come within microseconds of each other.
 const QUIET: Duration = Duration::from_millis(3);
-/// The longest a burst is waited for.
+/// The longest a burst is waited for while no file written in it is open.
 const SETTLE_MAX: Duration = Duration::from_millis(100);
+/// The longest a burst is waited for at all (a file held open for writing).
+const OPEN_MAX: Duration = Duration::from_secs(1);
 
 /// Watches `dir`; the receiver yields once per settled burst of changes. Dropping the
 /// returned watcher stops watching.
@@ -59,7 +62,8 @@ async fn settle(mut raw: mpsc::UnboundedReceiver<Raw>, tx: mpsc::Sender<()>) {
     // The files written in this burst and not closed yet.
     let mut open = HashSet::new();
     while let Some(first) = raw.recv().await {
-        let latest = Instant::now() + SETTLE_MAX;
+        let started = Instant::now();
+        let (latest, hard) = (started + SETTLE_MAX, started + OPEN_MAX);
         let mut event = Some(first);
         while let Some(e) = event.take() {
             match e {
@@ -71,10 +75,11 @@ async fn settle(mut raw: mpsc::UnboundedReceiver<Raw>, tx: mpsc::Sender<()>) {
                 }
                 Raw::Other => {}
             }
-            // With a file still open, only the bound ends the wait.
-            let until = if open.is_empty() { (Instant::now() + QUIET).min(latest) } else { latest };
+            // Past `latest`, the next moment no file is open ends the wait (a file rewritten
+            // without pause is read between two writes, not in the middle of one).
+            let until = if open.is_empty() { (Instant::now() + QUIET).min(latest) } else { hard };
             match tokio::time::timeout_at(until, raw.recv()).await {
-                Ok(Some(next)) if Instant::now() < latest => event = Some(next),
+                Ok(Some(next)) if Instant::now() < hard => event = Some(next),
                 Ok(None) => return,
                 _ => {}
             }
@@ -141,11 +146,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_file_never_closed_is_read_after_settle_max() {
+    async fn a_file_never_closed_is_read_after_open_max() {
         let (raw, mut settled) = start();
         let first = Instant::now();
         raw.send(Raw::Written("a.yaml".into())).unwrap();
         settled.recv().await.unwrap();
-        assert_eq!(Instant::now() - first, SETTLE_MAX);
+        assert_eq!(Instant::now() - first, OPEN_MAX);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_rewritten_without_pause_is_read_between_two_writes() {
+        let (raw, mut settled) = start();
+        let first = Instant::now();
+        // Each write: truncated and written at once, closed 1 ms later, the next 1 ms after.
+        let mut read = None;
+        while read.is_none() {
+            raw.send(Raw::Written("a.yaml".into())).unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            assert!(settled.try_recv().is_err(), "read while open, {:?} in", Instant::now() - first);
+            raw.send(Raw::Closed("a.yaml".into())).unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            read = settled.try_recv().ok().map(|()| Instant::now() - first);
+        }
+        let read = read.unwrap();
+        assert!(read >= SETTLE_MAX && read <= SETTLE_MAX + Duration::from_millis(2), "read {read:?} in");
     }
 }
