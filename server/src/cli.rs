@@ -24,7 +24,8 @@ pub struct Args {
     #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_CONTROLLER_NAME", default_value = "stunner.l7mp.io/gateway-operator")]
     pub controller_name: String,
 
-    /// How long to coalesce events before rendering (Go duration, e.g. 250ms, 1s).
+    /// The longest a change waits for its render (Go duration, e.g. 250ms, 1s): an isolated
+    /// change renders at once, a burst is coalesced in windows that grow up to this.
     #[arg(long, default_value = "250ms", value_parser = parse_go_duration)]
     pub throttle_timeout: Duration,
 

@@ -1,34 +1,38 @@
 //! The render loop: applies source changes to the index, coalesces them, renders only what
 //! they made dirty, and hands the results to the outputs (the CDS store and the statuses).
 //!
-//! Throttling follows the Go operator: the first change after a render opens a window of
-//! `--throttle-timeout`; when it closes, one render covers every change made in it. The
-//! window is never extended, so a steady stream of changes cannot postpone a render.
+//! An isolated change is rendered at once; changes that come while a render runs or right
+//! after one are coalesced in a window that grows under a sustained burst, up to
+//! `--throttle-timeout` ([`coalesce`]). A render's time is fixed by the change that asked for
+//! it, so a steady stream of changes cannot postpone rendering.
 //! Nothing is rendered before the sources report their first complete state, so a dataplane
 //! never sees a config built from half the cluster. Nor does it see configs that are about to
-//! be replaced: in standalone mode only the settled result of a window is published (not the
+//! be replaced: in standalone mode only the settled result of a render is published (not the
 //! pass before the operator's own objects came back), in cluster mode a Gateway's config waits
 //! for the Service the render asked for ([`service_wait`]).
 
+mod coalesce;
 mod service_wait;
 
 use crate::admin::Readiness;
 use crate::cds::store::ConfigStore;
 use crate::cds::version::Version;
 use crate::cluster::writer::Writer;
-use crate::metrics::{OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
+use crate::metrics::{Controller, OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
 use crate::source::Change;
 use crate::source::owned::OwnedObjects;
 use crate::status::StatusBoard;
+use coalesce::Coalescer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use service_wait::{SERVICE_WAIT, ServiceWait};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// What sources tell the render loop.
 #[derive(Debug)]
@@ -74,10 +78,15 @@ pub struct Outputs {
 /// pass; the bound only guards against a render that never reaches a fixed point.
 const MAX_PASSES: usize = 3;
 
+/// How often the loop says it is alive when nothing happens (upstream's operator loop ticker).
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
 pub struct Reconciler {
     index: Index,
     settings: RenderSettings,
-    throttle: Duration,
+    coalescer: Coalescer,
+    /// When the changes taken so far are rendered; `None` while nothing waits.
+    render_at: Option<Instant>,
     outputs: Outputs,
     dirty: Dirty,
     synced: bool,
@@ -89,12 +98,15 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
+    /// `throttle` is `--throttle-timeout`: the longest a change waits for its render.
     pub fn new(settings: RenderSettings, throttle: Duration, outputs: Outputs) -> Self {
         let service_wait = outputs.writer.is_some().then(|| ServiceWait::new(SERVICE_WAIT));
+        outputs.metrics.init_controllers();
         Reconciler {
             index: Index::new(),
             settings,
-            throttle,
+            coalescer: Coalescer::new(throttle),
+            render_at: None,
             outputs,
             dirty: Dirty::default(),
             synced: false,
@@ -106,38 +118,47 @@ impl Reconciler {
 
     /// Runs until every sender of `inputs` is gone; returns itself for [`Self::finalize`].
     pub async fn run(mut self, mut inputs: mpsc::Receiver<Input>) -> Self {
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let deadline = self.service_wait.as_ref().and_then(ServiceWait::next_deadline);
-            let first = tokio::select! {
+            let service_deadline = self.service_wait.as_ref().and_then(ServiceWait::next_deadline);
+            tokio::select! {
                 input = inputs.recv() => match input {
-                    Some(input) => input,
+                    Some(input) => self.take(input),
                     None => break,
                 },
-                _ = sleep_until(deadline) => {
-                    self.publish_expired();
-                    continue;
-                }
-            };
-            self.count(ReconcileResult::passed);
-            self.absorb(first);
-            let window = tokio::time::sleep(self.throttle);
-            tokio::pin!(window);
-            let mut open = true;
-            while open {
-                tokio::select! {
-                    _ = &mut window => break,
-                    input = inputs.recv() => match input {
-                        Some(input) => {
-                            self.count(ReconcileResult::throttled);
-                            self.absorb(input);
-                        }
-                        None => open = false,
-                    },
+                _ = sleep_until(self.render_at) => {}
+                _ = sleep_until(service_deadline) => self.publish_expired(),
+                _ = heartbeat.tick() => {}
+            }
+            self.outputs.metrics.operator_loop_last_active.set(unix_now());
+            // What queued up meanwhile (e.g. during the last render) joins this render; bounded,
+            // so sources that never pause cannot keep the loop from rendering.
+            for _ in 0..inputs.max_capacity() {
+                match inputs.try_recv() {
+                    Ok(input) => self.take(input),
+                    Err(_) => break,
                 }
             }
-            self.render_dirty();
+            if self.render_at.is_some_and(|at| at <= Instant::now()) {
+                self.render_at = None;
+                self.render_dirty();
+                self.coalescer.rendered(Instant::now());
+            }
         }
         self
+    }
+
+    /// Applies one input and, when it opens a window, fixes the time of the render that covers
+    /// it (later inputs never move that time).
+    fn take(&mut self, input: Input) {
+        let pending = self.render_at.is_some();
+        self.count(if pending { ReconcileResult::throttled } else { ReconcileResult::passed });
+        let synced_now = matches!(input, Input::Synced);
+        self.absorb(input);
+        if !pending && self.synced && (synced_now || !self.dirty.is_empty()) {
+            self.render_at = Some(self.coalescer.schedule(Instant::now()));
+        }
     }
 
     /// `--enable-finalizer` at exit: queues the invalidation of every class of ours and the
@@ -166,6 +187,13 @@ impl Reconciler {
             }
             Input::Changes(changes) => {
                 for change in changes {
+                    let kind = match &change {
+                        Change::Apply(resource) => resource.kind(),
+                        Change::Delete(r) => r.kind,
+                    };
+                    let controller = Controller::of(kind);
+                    self.outputs.metrics.set_active(controller, true);
+                    let started = std::time::Instant::now();
                     let dirty = match change {
                         Change::Apply(resource) => self.index.apply(*resource),
                         Change::Delete(r) => {
@@ -174,6 +202,8 @@ impl Reconciler {
                         }
                     };
                     self.dirty.merge(dirty);
+                    self.outputs.metrics.reconciled(controller, started.elapsed());
+                    self.outputs.metrics.set_active(controller, false);
                 }
             }
         }
@@ -208,7 +238,7 @@ impl Reconciler {
         self.generation += 1;
         metrics.generation.set(self.generation);
         metrics.renderer_loop_last_active.set(unix_now());
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let output = render(&self.index, dirty, &self.settings, &now);
         metrics.render.inc();
@@ -508,45 +538,79 @@ mod tests {
         assert!(l.readiness.is_ready());
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_burst_within_the_window_is_rendered_once_with_its_last_state() {
+    /// The loop after its first render, with nothing rendered for longer than any window.
+    async fn quiet_loop() -> Loop {
         let l = Loop::start();
         l.send(Input::Changes(quickstart())).await;
         l.send(Input::Synced).await;
         tokio::time::sleep(THROTTLE * 2).await;
-        let before = l.renders();
-        for (i, r) in ["a", "b", "c", "d"].into_iter().enumerate() {
-            l.send(realm(r)).await;
-            if i < 3 {
-                tokio::time::sleep(THROTTLE / 5).await;
-            }
-        }
-        assert_eq!(l.realm().as_deref(), Some("stunner.l7mp.io"), "the window is still open");
-        tokio::time::sleep(THROTTLE).await;
-        assert_eq!(l.realm().as_deref(), Some("d"));
-        // One pass for the burst (the operator's own objects settle without another).
+        l
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_isolated_change_is_rendered_at_once() {
+        let l = quiet_loop().await;
+        let (before, sent) = (l.renders(), Instant::now());
+        l.send(realm("a")).await;
+        assert_eq!(l.realm().as_deref(), Some("a"));
+        assert_eq!(Instant::now(), sent, "no time passed");
         assert_eq!(l.renders() - before, 1);
-        assert_eq!(l.throttled(), 1 + 3, "the Synced and three of the four changes joined an open window");
+        assert_eq!(l.throttled(), 0, "nothing joined a pending render");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn changes_right_after_a_render_are_rendered_once_with_their_last_state() {
+        let l = quiet_loop().await;
+        let before = l.renders();
+        l.send(realm("a")).await;
+        for r in ["b", "c", "d"] {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            l.send(realm(r)).await;
+        }
+        assert_eq!(l.realm().as_deref(), Some("a"), "b, c and d wait for the window");
+        tokio::time::sleep(coalesce::MIN_WINDOW).await;
+        assert_eq!(l.realm().as_deref(), Some("d"));
+        // One pass each (the operator's own objects settle without another).
+        assert_eq!(l.renders() - before, 2);
+        assert_eq!(l.throttled(), 2, "c and d joined the render b asked for");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_1000_changes_in_a_second_renders_about_once_per_throttle_timeout() {
+        let l = quiet_loop().await;
+        let before = l.renders();
+        for i in 0..1000 {
+            l.send(realm(&format!("r{i}"))).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(THROTTLE).await;
+        assert_eq!(l.realm().as_deref(), Some("r999"));
+        // 1 s / 250 ms, the first change at once, and two windows growing to the bound.
+        let renders = l.renders() - before;
+        assert!(renders <= 1000 / THROTTLE.as_millis() as u64 + 3, "{renders} renders");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_steady_stream_of_changes_cannot_postpone_rendering() {
-        let l = Loop::start();
-        l.send(Input::Changes(quickstart())).await;
-        l.send(Input::Synced).await;
-        tokio::time::sleep(THROTTLE * 2).await;
-        let before = l.renders();
-        // A change every 100 ms for 2 s, never a quiet window.
-        let mut seen = Vec::new();
-        for i in 0..20 {
+        let l = quiet_loop().await;
+        let start = Instant::now();
+        // A change every 10 ms for 3 s, never a quiet window; after each, the newest change
+        // the store shows.
+        let mut shown = Vec::new();
+        for i in 0..300 {
             l.send(realm(&format!("r{i}"))).await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            seen.extend(l.realm());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let newest = l.realm().and_then(|r| r.strip_prefix('r').and_then(|n| n.parse::<u64>().ok()));
+            shown.push((Instant::now() - start, newest));
         }
-        seen.dedup();
-        // Windows are not extended by new changes: a render at least every throttle period.
-        assert!(l.renders() - before >= 6, "{} renders", l.renders() - before);
-        assert!(seen.len() >= 6, "the store moved along: {seen:?}");
+        for i in 0..300 {
+            let sent = Duration::from_millis(10 * i);
+            let (at, newest) = shown.iter().find(|(at, _)| *at >= sent + THROTTLE).copied().unwrap_or_default();
+            if at.is_zero() {
+                continue; // sent too late to check within the stream
+            }
+            assert!(newest >= Some(i), "change {i} was not rendered {THROTTLE:?} after it was made: {newest:?}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

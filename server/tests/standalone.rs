@@ -16,6 +16,8 @@ struct Daemon {
     addr: String,
     /// Where `/healthz` and `/readyz` are served, if asked for.
     health: Option<String>,
+    /// Where `/metrics` is served, if asked for.
+    metrics: Option<String>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -24,6 +26,8 @@ struct Daemon {
 struct Options {
     /// Serve the health probes.
     health: bool,
+    /// Serve the metrics.
+    metrics: bool,
     /// Run as this user (and its group): tests run as root here, and permission bits only
     /// make a file unreadable for others.
     uid: Option<u32>,
@@ -65,17 +69,17 @@ impl Daemon {
     }
 
     async fn start_with(dir: &Path, options: Options) -> Daemon {
-        let health = options.health.then(|| {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap().to_string()
-        });
+        let free_address = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let health = options.health.then(free_address);
+        let metrics = options.metrics.then(free_address);
         let bin = match options.uid {
             Some(_) => binary_for_others(),
             None => PathBuf::from(env!("CARGO_BIN_EXE_stunner-gateway-operator")),
         };
         let mut cmd = Command::new(&bin);
         cmd.args(["--standalone", dir.to_str().unwrap()])
-            .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
+            .args(["--config-discovery-address", "127.0.0.1:0"])
+            .args(["--metrics-bind-address", metrics.as_deref().unwrap_or("0")])
             .args(["--health-probe-bind-address", health.as_deref().unwrap_or("0"), "--throttle-timeout", "50ms"])
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
@@ -110,7 +114,7 @@ impl Daemon {
             }
         });
         let addr = tokio::time::timeout(Duration::from_secs(30), rx).await.expect("daemon serves in time").unwrap();
-        Daemon { child, addr, health, log }
+        Daemon { child, addr, health, metrics, log }
     }
 
     fn log_contains(&self, needle: &str) -> bool {
@@ -222,6 +226,53 @@ async fn statuses_are_logged_and_served() {
     assert_eq!(gw["name"], "udp-gateway");
     assert_eq!(gw["status"]["conditions"][0]["type"], "Accepted");
     assert_eq!(gw["status"]["conditions"][0]["status"], "True");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The sample of `name` with exactly `labels` in a Prometheus text exposition.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let series = format!("{name}{labels} ");
+    text.lines().find_map(|l| l.strip_prefix(&series)).and_then(|v| v.trim().parse().ok())
+}
+
+/// The controller-runtime metrics and the operator loop's heartbeat count what they name
+/// after a real reconcile (issue #19 item 7: they used to read 0).
+#[tokio::test]
+async fn controller_runtime_metrics_count_the_reconciles_of_each_controller() {
+    let dir = temp_copy_of_quickstart("metrics");
+    let d = Daemon::start_with(&dir, Options { metrics: true, ..Options::default() }).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    next_config(&mut ws).await;
+    let url = format!("http://{}/metrics", d.metrics.as_deref().unwrap());
+    let text = http_get(&url).await;
+    let reconciles = |controller: &str| {
+        let labels = format!("{{controller=\"{controller}\",result=\"success\"}}");
+        sample(&text, "controller_runtime_reconcile_total", &labels).unwrap_or_else(|| panic!("{labels} in\n{text}"))
+    };
+    // The quickstart: a GatewayClass and a Gateway, a GatewayConfig, a UDPRoute and a
+    // StaticService, a Dataplane; the operator's own Service comes back as a `udproute` event.
+    assert!(reconciles("gateway") >= 2.0, "{text}");
+    assert!(reconciles("gatewayconfig") >= 1.0, "{text}");
+    assert!(reconciles("udproute") >= 2.0, "{text}");
+    assert!(reconciles("dataplane") >= 1.0, "{text}");
+    assert_eq!(reconciles("node"), 0.0, "no Nodes in the manifests");
+    let gateway = "{controller=\"gateway\"}";
+    assert_eq!(sample(&text, "controller_runtime_reconcile_time_seconds_count", gateway), Some(reconciles("gateway")));
+    assert_eq!(sample(&text, "controller_runtime_reconcile_errors_total", gateway), Some(0.0));
+    assert_eq!(sample(&text, "controller_runtime_active_workers", gateway), Some(0.0));
+    let heartbeat = sample(&text, "stunner_gateway_operator_operator_loop_last_active_timestamp_seconds", "");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!(heartbeat.is_some_and(|t| t > now - 600.0 && t <= now + 1.0), "{heartbeat:?}, now {now}");
+
+    // An edit of the GatewayConfig is one more `gatewayconfig` reconcile.
+    let before = reconciles("gatewayconfig");
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("pass-1", "pass-2")).unwrap();
+    next_config(&mut ws).await;
+    let text = http_get(&url).await;
+    let labels = "{controller=\"gatewayconfig\",result=\"success\"}";
+    let after = sample(&text, "controller_runtime_reconcile_total", labels).unwrap();
+    assert!(after > before, "{before} -> {after}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

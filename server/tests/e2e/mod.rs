@@ -472,6 +472,12 @@ impl Operator {
     }
 
     pub async fn start_with(kubeconfig: &Path, dir: &Path, name: &str, args: &[&str]) -> Operator {
+        let bin = Path::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"));
+        Self::start_binary(bin, kubeconfig, dir, name, args).await
+    }
+
+    /// [`Self::start_with`] of another build of the operator (a benchmark's "before").
+    pub async fn start_binary(bin: &Path, kubeconfig: &Path, dir: &Path, name: &str, args: &[&str]) -> Operator {
         let log_path = dir.join(format!("operator-{name}.log"));
         let mut argv: Vec<&str> = Vec::new();
         for (flag, value) in [
@@ -485,7 +491,7 @@ impl Operator {
             }
         }
         argv.extend(args);
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
+        let mut child = tokio::process::Command::new(bin)
             .args(&argv)
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAMESPACE", OPERATOR_NAMESPACE)

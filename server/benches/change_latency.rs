@@ -1,0 +1,358 @@
+//! Change latency: an isolated change to one Gateway (a new password in its GatewayConfig)
+//! until a CDS watcher holds the config with it; p50/p90/p99 over CHANGE_LATENCY_CHANGES
+//! changes (default 100) spaced 300 ms apart, more than any render window, so each is isolated.
+//!
+//! - standalone: the quickstart in a directory, measured from the file write;
+//! - cluster: the quickstart on a real kube-apiserver (tests/apiserver), measured from the API
+//!   server's acknowledgement of the write (and from the request, which adds the write itself);
+//! - Go: the same cluster run with upstream's operator, built from the clone named by
+//!   `STUNNER_OPERATOR_GIT` (a git dir of github.com/l7mp/stunner-gateway-operator; skipped
+//!   with a notice when unset);
+//! - burst: 1,000 file writes in 1 s in standalone mode, counting renders and pushed configs.
+//!
+//! `cargo bench -p stunner-gateway-operator --bench change_latency`; under `cargo test` it runs
+//! 3 changes per mode. `CHANGE_LATENCY_OPERATOR` names another build of our operator (e.g. the
+//! previous commit's) to measure instead of this one. Needs tests/apiserver/bin/apiserver
+//! (scripts/test builds it), the Gateway API module in the Go module cache, and `go` for the
+//! upstream operator.
+
+#[path = "../tests/e2e/mod.rs"]
+mod e2e;
+
+use e2e::*;
+use futures_util::StreamExt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use stunner_gateway::config::StunnerConfig;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Longer than the Go operator's fixed 250 ms window: every change meets a quiet loop.
+const SPACING: Duration = Duration::from_millis(300);
+const CONFIG_PATH: &str = "/api/v1/configs/stunner/udp-gateway?watch=true";
+
+/// The configs a watch receives, each with the time it arrived.
+type Arrivals = mpsc::UnboundedReceiver<(Instant, StunnerConfig)>;
+
+async fn watch_arrivals(cds: SocketAddr) -> Arrivals {
+    let url = format!("ws://{cds}{CONFIG_PATH}");
+    let mut ws = wait_for("the CDS to accept a watch", || async {
+        tokio_tungstenite::connect_async(url.as_str()).await.ok().map(|(ws, _)| ws)
+    })
+    .await;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(msg)) = ws.next().await {
+            if let Message::Text(t) = msg {
+                let Ok(config) = serde_json::from_str::<StunnerConfig>(&t) else { continue };
+                if tx.send((Instant::now(), config)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+fn password(c: &StunnerConfig) -> Option<&str> {
+    c.auth.credentials.get("password").map(String::as_str)
+}
+
+/// When the first config with `want` as its password arrived.
+async fn arrival_of(arrivals: &mut Arrivals, want: &str) -> Instant {
+    let wait = async {
+        loop {
+            let (at, config) = arrivals.recv().await.expect("the watch stays open");
+            if password(&config) == Some(want) {
+                return at;
+            }
+        }
+    };
+    tokio::time::timeout(TIMEOUT, wait).await.unwrap_or_else(|_| panic!("no config with password {want}"))
+}
+
+/// Drops what arrived so far; returns how many configs that was.
+fn drain(arrivals: &mut Arrivals) -> usize {
+    std::iter::from_fn(|| arrivals.try_recv().ok()).count()
+}
+
+/// The configs that arrive until one has `want` as its password (included).
+async fn count_until(arrivals: &mut Arrivals, want: &str) -> usize {
+    let wait = async {
+        let mut n = 0;
+        loop {
+            let (_, config) = arrivals.recv().await.expect("the watch stays open");
+            n += 1;
+            if password(&config) == Some(want) {
+                return n;
+            }
+        }
+    };
+    tokio::time::timeout(TIMEOUT, wait).await.unwrap_or_else(|_| panic!("no config with password {want}"))
+}
+
+/// Latencies of one run, printed as a table row.
+struct Sample {
+    latencies: Vec<Duration>,
+}
+
+impl Sample {
+    fn row(&mut self, operator: &str, mode: &str, from: &str) {
+        self.latencies.sort();
+        let n = self.latencies.len();
+        // Nearest rank.
+        let p = |q: f64| self.latencies[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "| {operator} | {mode} | {from} | {:.1} | {:.1} | {:.1} | {:.1} | {n} |",
+            ms(p(0.5)),
+            ms(p(0.9)),
+            ms(p(0.99)),
+            ms(self.latencies[n - 1])
+        );
+    }
+}
+
+fn quickstart_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("change-latency-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
+        std::fs::copy(repo_root().join("deploy/examples/quickstart").join(f), dir.join(f)).unwrap();
+    }
+    dir
+}
+
+/// The operator in standalone mode on `dir`, serving the CDS and metrics on free ports.
+struct Standalone {
+    child: tokio::process::Child,
+    cds: SocketAddr,
+    metrics: SocketAddr,
+}
+
+impl Standalone {
+    async fn start(bin: &Path, dir: &Path) -> Standalone {
+        let cds: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = tokio::process::Command::new(bin)
+            .args(["--standalone", dir.to_str().unwrap(), "--health-probe-bind-address", "0"])
+            .args(["--config-discovery-address", &cds.to_string(), "--metrics-bind-address", &metrics.to_string()])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the operator");
+        Standalone { child, cds, metrics }
+    }
+
+    async fn renders(&self) -> f64 {
+        metric_sum(self.metrics, "stunner_gateway_operator_render_total", "").await
+    }
+}
+
+impl Drop for Standalone {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+fn write_password(dir: &Path, password: &str) {
+    let class = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gatewayclass.yaml")).unwrap();
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("\"pass-1\"", &format!("\"{password}\""))).unwrap();
+}
+
+async fn standalone(bin: &Path, label: &str, changes: usize) {
+    let dir = quickstart_dir("standalone");
+    let op = Standalone::start(bin, &dir).await;
+    let mut arrivals = watch_arrivals(op.cds).await;
+    arrival_of(&mut arrivals, "pass-1").await;
+    let mut sample = Sample { latencies: Vec::with_capacity(changes) };
+    for i in 0..changes {
+        tokio::time::sleep(SPACING).await;
+        let want = format!("change-{i}");
+        let written = Instant::now();
+        write_password(&dir, &want);
+        sample.latencies.push(arrival_of(&mut arrivals, &want).await - written);
+    }
+    sample.row(label, "standalone", "file write");
+    drop(op);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 1,000 writes of the password in 1 s: the renders and pushed configs they cost.
+async fn burst(bin: &Path, label: &str, writes: usize) {
+    let dir = quickstart_dir("burst");
+    let op = Standalone::start(bin, &dir).await;
+    let mut arrivals = watch_arrivals(op.cds).await;
+    arrival_of(&mut arrivals, "pass-1").await;
+    tokio::time::sleep(SPACING).await;
+    drain(&mut arrivals);
+    let before = op.renders().await;
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / writes as u32);
+    for i in 0..writes {
+        tick.tick().await;
+        write_password(&dir, &format!("burst-{i}"));
+    }
+    let took = started.elapsed();
+    let mut pushed = count_until(&mut arrivals, &format!("burst-{}", writes - 1)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    pushed += drain(&mut arrivals);
+    let renders = op.renders().await - before;
+    println!(
+        "Burst, {label}, standalone: {writes} file writes in {:.2} s → {renders} renders, {pushed} configs pushed to the watcher",
+        took.as_secs_f64()
+    );
+    drop(op);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The quickstart's GatewayConfig with `password`, as one object to apply.
+fn gateway_config(password: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "stunner.l7mp.io/v1",
+        "kind": "GatewayConfig",
+        "metadata": {"name": "stunner-gatewayconfig", "namespace": "stunner"},
+        "spec": {"realm": "stunner.l7mp.io", "authType": "static", "userName": "user-1", "password": password},
+    })
+}
+
+/// A cluster with the quickstart applied.
+async fn quickstart_cluster(name: &str) -> Cluster {
+    let cluster = Cluster::start(name).await;
+    apply_yaml(&cluster.admin, &namespace_yaml("stunner")).await;
+    apply_yaml(&cluster.admin, &quickstart_yaml()).await;
+    cluster
+}
+
+/// Password changes through the API server, against the operator serving the CDS at `cds`.
+async fn cluster_changes(cluster: &Cluster, cds: SocketAddr, label: &str, changes: usize) {
+    let mut arrivals = watch_arrivals(cds).await;
+    arrival_of(&mut arrivals, "pass-1").await;
+    // The operator's own first writes (Service, Deployment, statuses) come back meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut from_ack = Sample { latencies: Vec::with_capacity(changes) };
+    let mut from_request = Sample { latencies: Vec::with_capacity(changes) };
+    for i in 0..changes {
+        tokio::time::sleep(SPACING).await;
+        drain(&mut arrivals);
+        let want = format!("change-{i}");
+        let requested = Instant::now();
+        apply(&cluster.admin, gateway_config(&want)).await.expect("apply the GatewayConfig");
+        let acked = Instant::now();
+        let arrived = arrival_of(&mut arrivals, &want).await;
+        from_ack.latencies.push(arrived.saturating_duration_since(acked));
+        from_request.latencies.push(arrived - requested);
+    }
+    from_ack.row(label, "cluster", "API write acknowledged");
+    from_request.row(label, "cluster", "API write requested");
+}
+
+async fn cluster_ours(bin: &Path, label: &str, changes: usize) {
+    let cluster = quickstart_cluster("change-latency").await;
+    // The production default window, not the harness's short one.
+    let args = ["--throttle-timeout", "250ms"];
+    let op = Operator::start_binary(bin, &cluster.operator_kubeconfig, &cluster.dir.0, "op", &args).await;
+    cluster_changes(&cluster, op.cds, label, changes).await;
+    op.stop().await;
+}
+
+/// Upstream's operator, built from `STUNNER_OPERATOR_GIT`'s HEAD into `scratch` (at low
+/// priority: the benchmark itself runs at normal priority); returns the binary and a note on
+/// how it was built.
+fn build_upstream(git_dir: &str, scratch: &Path) -> (PathBuf, String) {
+    let src = scratch.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut archive = std::process::Command::new("git")
+        .args(["--git-dir", git_dir, "archive", "HEAD"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("git");
+    let untar = std::process::Command::new("tar")
+        .args(["-x", "-C", src.to_str().unwrap()])
+        .stdin(archive.stdout.take().unwrap())
+        .status()
+        .expect("tar");
+    let archived = archive.wait().expect("git archive");
+    assert!(archived.success() && untar.success(), "exporting {git_dir}");
+    let bin = scratch.join("manager");
+    // The first attempt's errors are shown only if the second fails too.
+    let go_build = |errors: Stdio| {
+        std::process::Command::new("nice")
+            .args(["-n", "10", "go", "build", "-o", bin.to_str().unwrap(), "."])
+            .current_dir(&src)
+            .env("GOFLAGS", "-mod=mod")
+            .env("GONOSUMDB", "github.com/l7mp/stunner")
+            .stderr(errors)
+            .status()
+            .expect("go on PATH")
+            .success()
+    };
+    if go_build(Stdio::null()) {
+        return (bin, String::new());
+    }
+    // Its pinned STUNner (often an untagged commit) may not be in reach of the module proxy:
+    // then the release our Go harnesses use.
+    let interop = std::fs::read_to_string(repo_root().join("tests/interop/go.mod")).unwrap();
+    let stunner = interop
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("github.com/l7mp/stunner "))
+        .expect("tests/interop/go.mod requires github.com/l7mp/stunner")
+        .trim()
+        .to_string();
+    eprintln!("change_latency: building the upstream operator against github.com/l7mp/stunner {stunner}");
+    let replace = format!("github.com/l7mp/stunner=github.com/l7mp/stunner@{stunner}");
+    let edited =
+        std::process::Command::new("go").args(["mod", "edit", "-replace", &replace]).current_dir(&src).status();
+    assert!(edited.is_ok_and(|s| s.success()) && go_build(Stdio::inherit()), "go build of the upstream operator");
+    (bin, format!(", built against stunner {stunner}"))
+}
+
+async fn cluster_go(git_dir: &str, changes: usize) {
+    let cluster = quickstart_cluster("change-latency-go").await;
+    let (bin, note) = build_upstream(git_dir, &cluster.dir.0.join("upstream"));
+    let cds: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let log = std::fs::File::create(cluster.dir.0.join("upstream.log")).unwrap();
+    let mut child = tokio::process::Command::new(&bin)
+        .args(["--config-discovery-address", &cds.to_string(), "--metrics-bind-address", "0"])
+        .args(["--health-probe-bind-address", "0", "--zap-log-level", "error"])
+        .env("KUBECONFIG", cluster.api.admin_kubeconfig())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the upstream operator");
+    let version =
+        std::process::Command::new("git").args(["--git-dir", git_dir, "describe", "--always", "--tags"]).output();
+    let version = version.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    cluster_changes(&cluster, cds, &format!("Go operator ({version}{note})"), changes).await;
+    let _ = child.kill().await;
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let changes: usize = std::env::var("CHANGE_LATENCY_CHANGES").ok().and_then(|n| n.parse().ok()).unwrap_or(100);
+    let changes = if full { changes.clamp(1, 1000) } else { 3 };
+    let (ours, label) = match std::env::var_os("CHANGE_LATENCY_OPERATOR").filter(|v| !v.is_empty()) {
+        Some(bin) => (PathBuf::from(bin), "ours (CHANGE_LATENCY_OPERATOR)"),
+        None => (PathBuf::from(env!("CARGO_BIN_EXE_stunner-gateway-operator")), "ours"),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        println!("| operator | mode | measured from | p50 ms | p90 ms | p99 ms | max ms | changes |");
+        println!("|---|---|---|---|---|---|---|---|");
+        standalone(&ours, label, changes).await;
+        cluster_ours(&ours, label, changes).await;
+        match std::env::var("STUNNER_OPERATOR_GIT") {
+            Ok(git_dir) if !git_dir.is_empty() => cluster_go(&git_dir, changes).await,
+            _ => eprintln!("change_latency: STUNNER_OPERATOR_GIT is not set: the Go operator's figures are skipped"),
+        }
+        println!();
+        burst(&ours, label, if full { 1000 } else { 50 }).await;
+    });
+}
