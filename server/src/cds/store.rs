@@ -45,7 +45,7 @@ pub struct Snapshot {
     /// of this version; read without a lock, as every push of every watcher does.
     encoded: [OnceLock<(TypeId, Bytes)>; ENCODING_SLOTS],
     /// The same for each per-node variant.
-    encoded_patched: Mutex<HashMap<(TypeId, Option<Option<IpAddr>>), Bytes>>,
+    encoded_patched: Mutex<HashMap<(TypeId, Patch), Bytes>>,
 }
 
 /// How a transport puts a config on the wire beyond the JSON itself (a WebSocket frame, a
@@ -63,10 +63,12 @@ const ENCODING_SLOTS: usize = 2;
 #[derive(Debug, Clone)]
 pub struct Variant {
     pub frame: Frame,
-    /// `None`: as published; `Some(addr)`: patched with the node address `addr`
-    /// (`None` inside: `$STUNNER_ADDR`, the node had none).
-    patch: Option<Option<IpAddr>>,
+    patch: Patch,
 }
+
+/// What a variant was patched with. `None`: nothing, as published; `Some(addr)`: the node
+/// address `addr` (`None` inside: `$STUNNER_ADDR`, the node had none).
+type Patch = Option<Option<IpAddr>>;
 
 impl Snapshot {
     fn new(id: ConfigId, config: StunnerConfig, deleted: bool) -> Self {
