@@ -1,7 +1,7 @@
 //! Generates the gRPC service stubs of proto/stunner/cds/v1/cds.proto for the daemon. The
 //! messages come from the core crate (`stunner_gateway::proto`), except `ConfigUpdate` and
-//! `ListResponse` on the server side: the server sends them pre-encoded (`grpc::Encoded`), so
-//! that every watcher of a version shares one encoding. The stubs use `grpc::codec`'s codec,
+//! `ListResponse` on the server side: the server sends them pre-encoded (`cds::grpc::Encoded`), so
+//! that every watcher of a version shares one encoding. The stubs use `cds::grpc::codec`'s codec,
 //! whose per-call buffers are smaller than tonic's default (a watch holds them while it lives).
 //! A plain client (for the integration tests; the same as the client crate's) is generated
 //! into `$OUT_DIR/test_client/`. The .proto is parsed in Rust (protox): no protoc.
@@ -19,9 +19,9 @@ fn main() {
         .build_server(true)
         .emit_rerun_if_changed(false)
         .extern_path(".stunner.cds.v1", "::stunner_gateway::proto")
-        .extern_path(".stunner.cds.v1.ConfigUpdate", "crate::grpc::Encoded")
-        .extern_path(".stunner.cds.v1.ListResponse", "crate::grpc::Encoded")
-        .codec_path("crate::grpc::codec::SmallBufferCodec")
+        .extern_path(".stunner.cds.v1.ConfigUpdate", "crate::cds::grpc::Encoded")
+        .extern_path(".stunner.cds.v1.ListResponse", "crate::cds::grpc::Encoded")
+        .codec_path("crate::cds::grpc::codec::SmallBufferCodec")
         .compile_fds(fds())
         .expect("generate the CDS server stubs");
     let test_client = out.join("test_client");

@@ -2,7 +2,6 @@ pub mod admin;
 pub mod cds;
 pub mod cli;
 pub mod cluster;
-pub mod grpc;
 pub mod listener;
 pub mod metrics;
 pub mod pprof;

@@ -188,8 +188,8 @@ fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> 
     }
 }
 
-fn cds_grpc_settings(args: &Args) -> stunner_gateway_operator::grpc::Settings {
-    stunner_gateway_operator::grpc::Settings {
+fn cds_grpc_settings(args: &Args) -> stunner_gateway_operator::cds::grpc::Settings {
+    stunner_gateway_operator::cds::grpc::Settings {
         max_watches: args.cds_max_grpc_watches,
         max_watches_per_connection: args.cds_max_grpc_watches_per_connection,
         ..Default::default()

@@ -372,6 +372,44 @@ async fn shutdown_closes_every_stream_with_a_close_frame() {
     assert!(TcpStream::connect(s.addr).await.is_err(), "the listener is closed");
 }
 
+/// Shutdown waits for every watch session, also one still writing to a client that stopped
+/// reading (its write timeout ends it): when the server returns, no session is left.
+#[tokio::test]
+async fn shutdown_waits_for_a_session_stuck_writing() {
+    let settings = ServerSettings {
+        session: stunner_gateway_operator::cds::session::Settings {
+            write_timeout: Duration::from_secs(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let s = start(settings).await;
+    let mut c = config("ns/gw", "r");
+    // Far more than the server's send buffer and the client's receive buffer hold.
+    c.auth.credentials.insert("padding".into(), "x".repeat(2 << 20));
+    s.store.upsert(c);
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(s.addr).await.unwrap();
+    let req = format!(
+        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        s.addr
+    );
+    stalled.write_all(req.as_bytes()).await.unwrap();
+    let open = || s.metrics.clients.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get();
+    for _ in 0..100 {
+        if open() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open(), 1, "the session started (and is stuck writing its first config)");
+    s.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(20), s.task).await.expect("server returns").unwrap();
+    assert_eq!(open(), 0, "no watch session outlives the server");
+    drop(stalled);
+}
+
 /// Opens a watch by hand, sending `early` in the same write as the request. Returns the socket
 /// and what followed the 101 response's headers.
 async fn raw_watch(addr: SocketAddr, path: &str, early: &[u8]) -> (TcpStream, Vec<u8>) {

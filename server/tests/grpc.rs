@@ -185,7 +185,7 @@ async fn list_get_not_found_and_license() {
     let stored = s.store.get(&ConfigId::new("ns", "a")).unwrap();
     assert_eq!(a.version, stored.version.to_string());
     assert!(Version::parse(&a.version).is_some(), "16 hex digits");
-    assert_eq!(a.config_json, stored.json.as_str(), "the exact bytes the WebSocket API sends");
+    assert_eq!(a.config_json.as_bytes(), &stored.json[..], "the exact bytes the WebSocket API sends");
     assert!(!a.deleted);
 
     let got = c.get(GetRequest { id: Some(id("ns", "a")), node: String::new() }).await.unwrap().into_inner();

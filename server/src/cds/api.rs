@@ -2,9 +2,9 @@
 
 use super::authz::{Authorizer, Identity, bearer};
 use super::clients::{ClientInfo, ClientTable};
+use super::connection::{ConnectionPermit, PeerAddr};
 use super::handshake;
 use super::metrics::Transport;
-use super::serve::{self, PeerAddr};
 use super::session::{self, Session};
 use super::store::{ConfigStore, Frame, Scope};
 use super::watch::{Held, Watch};
@@ -15,11 +15,13 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::{BufMut, Bytes, BytesMut};
+use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use stunner_gateway::cds::{ApiError, ClientList, ConfigId};
 use stunner_gateway::config::json;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// What the handlers share.
 pub struct CdsState {
@@ -30,6 +32,8 @@ pub struct CdsState {
     /// Every connected watch client, of either transport.
     pub clients: Arc<ClientTable>,
     pub authorizer: Arc<Authorizer>,
+    /// The listener's tasks: watch sessions run on it, so shutdown waits for them.
+    pub tasks: TaskTracker,
 }
 
 pub fn router(state: Arc<CdsState>) -> Router {
@@ -143,7 +147,7 @@ async fn upgrade(
     let Some(on_upgrade) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
         return text_error(StatusCode::UPGRADE_REQUIRED, "WebSocket watches need an HTTP/1.1 connection");
     };
-    let permit = parts.extensions.get::<session::ConnectionPermit>().cloned();
+    let permit = parts.extensions.get::<ConnectionPermit>().cloned();
     let settings = state.session.clone();
     let shutdown = state.shutdown.clone();
     let info = ClientInfo {
@@ -163,17 +167,15 @@ async fn upgrade(
     let (watch, initial) = Watch::resume(state.store.clone(), scope, node, &Held::new());
     let clients = state.clients.clone();
     let metrics = state.store.metrics.clone();
-    tokio::spawn(async move {
+    state.tasks.spawn(async move {
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,
             Err(e) => return tracing::debug!(error = %e, "CDS WebSocket upgrade failed"),
         };
-        let Some((stream, received)) = serve::into_tcp(upgraded) else {
-            return tracing::error!("CDS WebSocket upgrade on a connection that is not the CDS listener's");
-        };
         // In the client table from the completed upgrade to the end of the session.
         let client = clients.register(info);
-        Session { stream, received, watch, settings, metrics, shutdown, client, _permit: permit }.run(initial).await
+        let stream = TokioIo::new(upgraded);
+        Session { stream, watch, settings, metrics, shutdown, client, _permit: permit }.run(initial).await
     });
     handshake::switching_protocols(&parts.headers)
 }
@@ -230,7 +232,7 @@ fn config_list<'a>(items: impl Iterator<Item = &'a Frame>) -> Bytes {
         if i > 0 {
             body.put_u8(b',');
         }
-        body.put_slice(item.as_bytes());
+        body.put_slice(item);
     }
     body.put_slice(b"],\"version\":\"v1\"}\n");
     body.freeze()
@@ -238,7 +240,7 @@ fn config_list<'a>(items: impl Iterator<Item = &'a Frame>) -> Bytes {
 
 fn with_newline(frame: &Frame) -> Bytes {
     let mut body = BytesMut::with_capacity(frame.len() + 1);
-    body.put_slice(frame.as_bytes());
+    body.put_slice(frame);
     body.put_u8(b'\n');
     body.freeze()
 }

@@ -1,14 +1,22 @@
 //! The config discovery service (CDS): the server every `stunnerd` watches for its config
-//! (spec: cds-protocol.md).
+//! (spec: cds-protocol.md). Three layers, each using only the ones above it:
 //!
-//! [`store`] keeps the latest snapshot per config id; [`watch`] turns it into what one client
-//! must be sent next; [`api`], [`handshake`] and [`session`] speak the upstream HTTP and
-//! WebSocket protocol, with frames of our own making ([`websocket`]); [`clients`] is the table of connected watch clients; [`authz`] decides who may read what; [`serve`] runs the
-//! listener, which also hands gRPC requests to [`crate::grpc`].
+//! 1. The store, which knows no transport: [`store`] keeps the latest snapshot per config id
+//!    ([`version`] names it), [`watch`] turns it into what one client must be sent next,
+//!    [`nodes`] holds the node addresses configs are patched with, [`clients`] is the table of
+//!    connected watch clients, [`authz`] decides who may read what, [`metrics`] counts it all.
+//! 2. The transports, each putting configs on the wire in an [`store::Encoding`] of its own:
+//!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], [`session`], with frames of
+//!    our own making, [`websocket`]) and the gRPC API ([`grpc`]). What they know of the
+//!    connection a request came on is in [`connection`].
+//! 3. The listener, [`serve`]: accepts connections, hands each request to its transport, and
+//!    owns every task, so shutdown waits for all of them.
 
 pub mod api;
 pub mod authz;
 pub mod clients;
+pub mod connection;
+pub mod grpc;
 pub mod handshake;
 pub mod metrics;
 pub mod nodes;

@@ -2,22 +2,24 @@
 //! with HTTP/1.1 or, when it opens with the HTTP/2 preface (h2c, prior knowledge), HTTP/2, and
 //! shuts down gracefully (watch streams get a Close frame or an UNAVAILABLE status, so clients
 //! reconnect elsewhere at once). gRPC requests (`content-type: application/grpc*`) go to
-//! [`crate::grpc`], all others to the HTTP/WebSocket API: one port, one connection limit for
+//! [`super::grpc`], all others to the HTTP/WebSocket API: one port, one connection limit for
 //! both (docs/grpc.md).
+//!
+//! The listener owns every task of the CDS: connections, the HTTP/2 streams in them, the
+//! WebSocket sessions they were upgraded to and the gRPC API's own all run on one
+//! [`TaskTracker`], and shutdown waits for that.
 
 use super::api::{self, CdsState};
 use super::clients::ClientTable;
-use super::metrics::{GRPC, WEBSOCKET};
-use super::session::ConnectionPermit;
+use super::connection::{ConnectionPermit, PeerAddr};
+use super::grpc::{self, ConnectionWatches};
 use super::store::ConfigStore;
-use crate::grpc::ConnectionWatches;
 use crate::listener::{Acceptor, until_shutdown};
 use axum::extract::Request;
-use bytes::{Bytes, BytesMut};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -42,7 +44,7 @@ pub struct ServerSettings {
     pub shutdown_grace: Duration,
     pub session: super::session::Settings,
     /// The gRPC API's limits (HTTP/2 streams, keepalive, request size).
-    pub grpc: crate::grpc::Settings,
+    pub grpc: grpc::Settings,
     /// Who may read which configs, on every transport (`--cds-authorization`).
     pub authorizer: Arc<super::authz::Authorizer>,
 }
@@ -70,6 +72,7 @@ pub async fn serve(
     extra: axum::Router,
     shutdown: CancellationToken,
 ) {
+    let tracker = TaskTracker::new();
     let clients = Arc::new(ClientTable::new(store.metrics.clone()));
     let state = Arc::new(CdsState {
         store: store.clone(),
@@ -77,15 +80,17 @@ pub async fn serve(
         shutdown: shutdown.clone(),
         clients: clients.clone(),
         authorizer: settings.authorizer.clone(),
+        tasks: tracker.clone(),
     });
     let router = api::router(state).merge(extra);
-    let grpc = crate::grpc::routes(
+    let grpc = grpc::routes(
         store.clone(),
         store.metrics.clone(),
         clients,
         settings.authorizer.clone(),
         settings.grpc.clone(),
         shutdown.clone(),
+        tracker.clone(),
     )
     .await;
     let rejected = Some(store.metrics.rejected_connections.clone());
@@ -96,7 +101,6 @@ pub async fn serve(
             return;
         }
     };
-    let tracker = TaskTracker::new();
     loop {
         let (stream, peer, slot) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -130,6 +134,7 @@ pub async fn serve(
         });
         let settings = settings.clone();
         let shutdown = shutdown.clone();
+        let streams = TrackedExecutor(tracker.clone());
         tracker.spawn(async move {
             let mut stream = stream;
             // The first bytes tell HTTP/2 (gRPC) from HTTP/1.1; they must come in time.
@@ -141,7 +146,7 @@ pub async fn serve(
             let io = TokioIo::new(Rewind { prefix, inner: stream });
             if is_h2 {
                 let grpc = &settings.grpc;
-                let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                let mut http = hyper::server::conn::http2::Builder::new(streams);
                 http.timer(TokioTimer::new())
                     .max_concurrent_streams(grpc.max_concurrent_streams)
                     .keep_alive_interval(grpc.keepalive_interval)
@@ -162,24 +167,26 @@ pub async fn serve(
     }
     drop(acceptor);
     tracker.close();
-    // Upgraded sessions are not tracked by hyper; they end on the same token. Give them time.
-    if tokio::time::timeout(settings.shutdown_grace, wait_for_sessions(&store)).await.is_err() {
+    // Every stream ends on the same token (a Close frame, an UNAVAILABLE status): give them time.
+    if tokio::time::timeout(settings.shutdown_grace, tracker.wait()).await.is_err() {
         tracing::warn!("CDS shutdown grace period over with watch streams still open");
     }
-    let _ = tokio::time::timeout(settings.shutdown_grace, tracker.wait()).await;
 }
 
-async fn wait_for_sessions(store: &ConfigStore) {
-    // One family lookup at a time: each holds the family's lock while its guard lives.
-    let open = |label| store.metrics.clients.get_or_create(label).get();
-    while open(&WEBSOCKET) + open(&GRPC) > 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+/// hyper's executor for the tasks of an HTTP/2 connection (one per stream): they run on the
+/// listener's tracker, so shutdown waits for each gRPC call to end.
+#[derive(Clone)]
+struct TrackedExecutor(TaskTracker);
+
+impl<F> hyper::rt::Executor<F> for TrackedExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, task: F) {
+        self.0.spawn(task);
     }
 }
-
-/// The remote address of the connection a request came on (a request extension).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerAddr(pub SocketAddr);
 
 /// What an HTTP/2 connection with prior knowledge (h2c, how gRPC clients connect) opens with.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -215,6 +222,10 @@ impl AsyncRead for Rewind {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix[..n]);
             self.prefix.drain(..n);
+            if self.prefix.is_empty() {
+                // A watch session reads through this for as long as it lives: hold nothing.
+                self.prefix = Vec::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)
@@ -245,14 +256,4 @@ impl AsyncWrite for Rewind {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
-}
-
-/// The TCP connection under an upgraded HTTP/1.1 connection, and what the client sent after
-/// its request that was already read: watch sessions write to the socket itself.
-pub(super) fn into_tcp(upgraded: hyper::upgrade::Upgraded) -> Option<(TcpStream, Bytes)> {
-    let parts = upgraded.downcast::<TokioIo<Rewind>>().ok()?;
-    let Rewind { prefix, inner } = parts.io.into_inner();
-    let mut received = BytesMut::from(&prefix[..]);
-    received.extend_from_slice(&parts.read_buf);
-    Some((inner, received.freeze()))
 }

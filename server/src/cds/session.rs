@@ -4,21 +4,22 @@
 //! all the time and Pings are answered at once. A frame the client does not take within the
 //! write timeout, or a peer silent for three of our Ping intervals, ends the session: one
 //! stuck client costs one task and what the kernel buffers for it, and never delays the
-//! store or any other client. The session owns the TCP socket and writes each config's
-//! shared, ready-made frame to it ([`super::websocket`]).
+//! store or any other client. The session owns the upgraded connection (any byte stream:
+//! plain TCP today, TLS just as well) and writes each config's shared, ready-made frame to it
+//! ([`super::websocket`]).
 
 use super::clients::Registration;
+use super::connection::ConnectionPermit;
 use super::metrics::{CdsMetrics, WEBSOCKET};
-use super::store::Encoding;
+use super::store::{Encoding, Frame, Snapshot};
 use super::watch::{Update, Watch};
-use super::websocket::{Event, FrameReader, ProtocolError, close_frame, ping_frame};
+use super::websocket::{Event, FrameReader, ProtocolError, close_frame, ping_frame, text_frame};
 use bytes::Bytes;
-use std::io;
-use std::sync::Arc;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, MissedTickBehavior, timeout};
 use tokio_util::sync::CancellationToken;
 
@@ -43,23 +44,20 @@ impl Default for Settings {
     }
 }
 
-/// Holds one slot of the server's connection limit for as long as the connection lives,
-/// including after it was upgraded to a WebSocket.
-#[derive(Clone)]
-pub struct ConnectionPermit {
-    _slot: Arc<OwnedSemaphorePermit>,
-}
+/// The WebSocket encoding of a snapshot variant: a complete text frame, written as is by
+/// every watch session.
+pub struct WebSocketFrame;
 
-impl ConnectionPermit {
-    pub fn new(slot: OwnedSemaphorePermit) -> Self {
-        ConnectionPermit { _slot: Arc::new(slot) }
+impl Encoding for WebSocketFrame {
+    fn encode(_: &Snapshot, json: &Frame) -> Bytes {
+        text_frame(json)
     }
 }
 
-pub(super) struct Session {
-    pub stream: TcpStream,
-    /// What the client sent right after its request, read along with it.
-    pub received: Bytes,
+/// One watch client's session on `S`, the upgraded connection (with whatever the client sent
+/// right after its request still to be read from it).
+pub(super) struct Session<S> {
+    pub stream: S,
     pub watch: Watch,
     pub settings: Settings,
     pub metrics: CdsMetrics,
@@ -79,7 +77,7 @@ enum End {
     Broken(ProtocolError),
 }
 
-impl Session {
+impl<S: AsyncRead + AsyncWrite + Unpin> Session<S> {
     pub async fn run(mut self, initial: Vec<Update>) {
         let end = self.serve(initial).await;
         let goodbye = match end {
@@ -107,7 +105,11 @@ impl Session {
         let push_bytes = self.metrics.push_bytes.get_or_create(&WEBSOCKET).clone();
         let mut reader = FrameReader::new(self.settings.max_client_message);
         let mut last_heard = Instant::now();
-        let early = Inbox::parse(&mut reader, &std::mem::take(&mut self.received));
+        // What came along with the request is answered before the first config goes out.
+        let early = match poll_fn(|cx| Poll::Ready(Inbox::poll_read(&mut self.stream, cx, &mut reader))).await {
+            Poll::Ready(inbox) => inbox,
+            Poll::Pending => Inbox::default(),
+        };
         if let Err(end) = self.answer(early, &mut last_heard).await {
             return end;
         }
@@ -119,7 +121,7 @@ impl Session {
         let mut pending = initial;
         loop {
             for update in pending.drain(..) {
-                let frame = update.snapshot.encoded(&update.variant, Encoding::WebSocketFrame);
+                let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
                 if let Err(end) = self.write(&frame).await {
                     return end;
                 }
@@ -136,11 +138,7 @@ impl Session {
                     }
                 },
                 _ = &mut cancelled => return End::ShuttingDown,
-                ready = std::future::poll_fn(|cx| self.stream.poll_read_ready(cx)) => {
-                    if ready.is_err() {
-                        return End::ClientClosed;
-                    }
-                    let inbox = Inbox::read(&self.stream, &mut reader);
+                inbox = poll_fn(|cx| Inbox::poll_read(&mut self.stream, cx, &mut reader)) => {
                     if let Err(end) = self.answer(inbox, &mut last_heard).await {
                         return end;
                     }
@@ -176,20 +174,20 @@ impl Session {
     }
 
     async fn write(&mut self, bytes: &[u8]) -> Result<(), End> {
-        // Almost always the socket takes the whole frame at once: no timer needed then.
-        let written = match self.stream.try_write(bytes) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-            Err(_) => return Err(End::ClientClosed),
+        let stream = &mut self.stream;
+        let mut send = pin!(async move {
+            stream.write_all(bytes).await?;
+            stream.flush().await
+        });
+        // Almost always the connection takes the whole frame at once: no timer needed then.
+        let sent = match poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await {
+            Poll::Ready(sent) => sent,
+            Poll::Pending => match timeout(self.settings.write_timeout, send).await {
+                Ok(sent) => sent,
+                Err(_) => return Err(End::TooSlow),
+            },
         };
-        if written == bytes.len() {
-            return Ok(());
-        }
-        match timeout(self.settings.write_timeout, self.stream.write_all(&bytes[written..])).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(End::ClientClosed),
-            Err(_) => Err(End::TooSlow),
-        }
+        sent.map_err(|_| End::ClientClosed)
     }
 }
 
@@ -211,28 +209,27 @@ struct Inbox {
 const READS_PER_WAKE: usize = 8;
 
 impl Inbox {
-    /// Reads what the socket has now (without waiting) and parses it.
-    fn read(stream: &TcpStream, reader: &mut FrameReader) -> Inbox {
+    /// Reads what the connection has now and parses it; pending (the task woken when there
+    /// is more) only when there was nothing to read. The read buffer lives only for this
+    /// call, so an idle session holds none.
+    fn poll_read<S: AsyncRead + Unpin>(stream: &mut S, cx: &mut Context<'_>, reader: &mut FrameReader) -> Poll<Inbox> {
         let mut inbox = Inbox::default();
         let mut chunk = [0u8; 512];
+        let mut read = false;
         for _ in 0..READS_PER_WAKE {
-            match stream.try_read(&mut chunk) {
-                Ok(0) => inbox.end = Some(End::ClientClosed),
-                Ok(n) => inbox.take(reader, &chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => inbox.end = Some(End::ClientClosed),
+            let mut buf = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut *stream).poll_read(cx, &mut buf) {
+                Poll::Pending => break,
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => inbox.end = Some(End::ClientClosed),
+                Poll::Ready(Ok(())) => inbox.take(reader, buf.filled()),
+                Poll::Ready(Err(_)) => inbox.end = Some(End::ClientClosed),
             }
+            read = true;
             if inbox.close.is_some() || inbox.end.is_some() {
                 break;
             }
         }
-        inbox
-    }
-
-    fn parse(reader: &mut FrameReader, bytes: &[u8]) -> Inbox {
-        let mut inbox = Inbox::default();
-        inbox.take(reader, bytes);
-        inbox
+        if read { Poll::Ready(inbox) } else { Poll::Pending }
     }
 
     fn take(&mut self, reader: &mut FrameReader, mut bytes: &[u8]) {
@@ -251,5 +248,85 @@ impl Inbox {
                 Err(error) => self.end = Some(End::Broken(error)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cds::clients::{ClientInfo, ClientTable};
+    use crate::cds::metrics::Transport;
+    use crate::cds::store::{ConfigStore, Scope};
+    use crate::cds::watch::Held;
+    use std::sync::Arc;
+    use stunner_gateway::cds::ConfigId;
+    use stunner_gateway::config::StunnerConfig;
+    use tokio::io::{AsyncReadExt, DuplexStream};
+
+    /// A client's Ping (masked, with an all-zero key: the payload reads as it is).
+    fn client_ping(payload: &[u8]) -> Vec<u8> {
+        let mut frame = vec![0x89, 0x80 | payload.len() as u8, 0, 0, 0, 0];
+        frame.extend_from_slice(payload);
+        frame
+    }
+
+    async fn read_exactly(client: &mut DuplexStream, want: &[u8]) {
+        let mut got = vec![0; want.len()];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, want);
+    }
+
+    fn config(realm: &str) -> StunnerConfig {
+        let mut c = StunnerConfig::zero("ns/gw");
+        c.auth.realm = realm.into();
+        c
+    }
+
+    /// The session needs a byte stream, not a TCP socket (a TLS stream will do): here an
+    /// in-memory pipe carries the whole watch.
+    #[tokio::test]
+    async fn a_watch_runs_over_any_byte_stream() {
+        let metrics = CdsMetrics::default();
+        let store = Arc::new(ConfigStore::new(metrics.clone()));
+        store.upsert(config("r1"));
+        let id = ConfigId::new("ns", "gw");
+        let (watch, initial) = Watch::resume(store.clone(), Scope::Config(id.clone()), None, &Held::new());
+        let clients = Arc::new(ClientTable::new(metrics.clone()));
+        let info = ClientInfo {
+            transport: Transport::Websocket,
+            remote_address: None,
+            node: String::new(),
+            scope: Scope::Config(id.clone()),
+            client_name: String::new(),
+            identity: String::new(),
+        };
+        let client = clients.register(info);
+        let (stream, mut peer) = tokio::io::duplex(64 * 1024);
+        // Sent along with the request: answered before the first config goes out.
+        peer.write_all(&client_ping(b"early")).await.unwrap();
+        let shutdown = CancellationToken::new();
+        let settings = Settings::default();
+        let session = Session {
+            stream,
+            watch,
+            settings,
+            metrics: metrics.clone(),
+            shutdown: shutdown.clone(),
+            client,
+            _permit: None,
+        };
+        let task = tokio::spawn(session.run(initial));
+
+        read_exactly(&mut peer, b"\x8a\x05early").await;
+        read_exactly(&mut peer, &text_frame(&store.get(&id).unwrap().json)).await;
+        store.upsert(config("r2"));
+        read_exactly(&mut peer, &text_frame(&store.get(&id).unwrap().json)).await;
+        peer.write_all(&client_ping(b"later")).await.unwrap();
+        read_exactly(&mut peer, b"\x8a\x05later").await;
+        shutdown.cancel();
+        read_exactly(&mut peer, &close_frame(None)).await;
+        task.await.unwrap();
+        assert_eq!(clients.count(Transport::Websocket), 0, "the session left the client table");
+        assert_eq!(metrics.pushes.get_or_create(&WEBSOCKET).get(), 2);
     }
 }

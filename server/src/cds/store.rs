@@ -4,11 +4,15 @@
 //! Clients never receive from the store directly: each reads the latest value of a
 //! latest-value channel (one per config id, one for the store as a whole), so a slow client
 //! skips versions instead of queueing them, and publishing never waits for anyone.
+//!
+//! The store knows no transport: each transport says how it puts a config on the wire by an
+//! [`Encoding`] of its own, and the snapshot keeps what it made.
 
 use super::metrics::CdsMetrics;
 use super::nodes::NodeAddresses;
 use super::version::Version;
 use bytes::Bytes;
+use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -16,8 +20,9 @@ use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, STUNNER_ADDR_VAR, StunnerConfig};
 use tokio::sync::watch;
 
-/// One encoded config, ready to be a WebSocket text frame or an HTTP body without copying.
-pub type Frame = axum::extract::ws::Utf8Bytes;
+/// One config's JSON (UTF-8, encoded once), ready to be a message or an HTTP body without
+/// copying.
+pub type Frame = Bytes;
 
 /// One version of one config id, shared by every client that is sent it.
 #[derive(Debug)]
@@ -36,41 +41,34 @@ pub struct Snapshot {
     /// Per-node variants of `json`, keyed by the node address they carry; only for configs
     /// with a node-address placeholder.
     patched: Mutex<HashMap<Option<IpAddr>, Frame>>,
-    /// The wire encodings of `json`, made on first use and then shared by every client of
-    /// this version.
-    encoded: [OnceLock<Bytes>; Encoding::COUNT],
+    /// The wire encodings of `json`, each made on first use and then shared by every client
+    /// of this version; read without a lock, as every push of every watcher does.
+    encoded: [OnceLock<(TypeId, Bytes)>; ENCODING_SLOTS],
     /// The same for each per-node variant.
-    encoded_patched: Mutex<HashMap<(Encoding, Option<IpAddr>), Bytes>>,
+    encoded_patched: Mutex<HashMap<(TypeId, Patch), Bytes>>,
 }
 
-/// How a transport puts a config on the wire, beyond the JSON itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// A complete WebSocket text frame, written as is by every watch session.
-    WebSocketFrame,
-    /// gRPC's `ConfigUpdate` message.
-    GrpcUpdate,
+/// How a transport puts a config on the wire beyond the JSON itself (a WebSocket frame, a
+/// protobuf message): implemented by each transport, for its own unit type.
+pub trait Encoding: 'static {
+    /// The wire form of `json`, one variant of `snapshot`.
+    fn encode(snapshot: &Snapshot, json: &Frame) -> Bytes;
 }
 
-impl Encoding {
-    const COUNT: usize = 2;
-
-    fn encode(self, snapshot: &Snapshot, frame: &Frame) -> Bytes {
-        match self {
-            Encoding::WebSocketFrame => super::websocket::text_frame(frame.as_bytes()),
-            Encoding::GrpcUpdate => crate::grpc::encode_update(snapshot, frame),
-        }
-    }
-}
+/// Encodings of a snapshot kept without a lock: one per transport the server speaks (two); a
+/// further one is still cached, with the per-node variants' under their lock.
+const ENCODING_SLOTS: usize = 2;
 
 /// One wire form of a snapshot: the config as published, or patched for a node.
 #[derive(Debug, Clone)]
 pub struct Variant {
     pub frame: Frame,
-    /// `None`: as published; `Some(addr)`: patched with the node address `addr`
-    /// (`None` inside: `$STUNNER_ADDR`, the node had none).
-    patch: Option<Option<IpAddr>>,
+    patch: Patch,
 }
+
+/// What a variant was patched with. `None`: nothing, as published; `Some(addr)`: the node
+/// address `addr` (`None` inside: `$STUNNER_ADDR`, the node had none).
+type Patch = Option<Option<IpAddr>>;
 
 impl Snapshot {
     fn new(id: ConfigId, config: StunnerConfig, deleted: bool) -> Self {
@@ -137,17 +135,22 @@ impl Snapshot {
         Variant { frame, patch: Some(addr) }
     }
 
-    /// `variant` (one of this snapshot's) in `encoding`, made on first use and shared by
+    /// `variant` (one of this snapshot's) in encoding `E`, made on first use and shared by
     /// every client sent the same variant afterwards.
-    pub fn encoded(&self, variant: &Variant, encoding: Encoding) -> Bytes {
-        let encode = || encoding.encode(self, &variant.frame);
-        match variant.patch {
-            None => self.encoded[encoding as usize].get_or_init(encode).clone(),
-            Some(addr) => {
-                let mut cache = self.encoded_patched.lock().expect("encode cache lock");
-                cache.entry((encoding, addr)).or_insert_with(encode).clone()
+    pub fn encoded<E: Encoding>(&self, variant: &Variant) -> Bytes {
+        let kind = TypeId::of::<E>();
+        let encode = || E::encode(self, &variant.frame);
+        if variant.patch.is_none() {
+            // The first slot that is free or holds `E`; each slot is claimed once, for good.
+            for slot in &self.encoded {
+                let (held, bytes) = slot.get_or_init(|| (kind, encode()));
+                if *held == kind {
+                    return bytes.clone();
+                }
             }
         }
+        let mut cache = self.encoded_patched.lock().expect("encode cache lock");
+        cache.entry((kind, variant.patch)).or_insert_with(encode).clone()
     }
 }
 

@@ -1,8 +1,9 @@
 //! Store and watch semantics, without sockets.
 
 use super::CdsMetrics;
-use super::store::{ConfigStore, Frame, Scope};
+use super::store::{ConfigStore, Encoding, Frame, Scope, Snapshot};
 use super::watch::Watch;
+use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::cds::ConfigId;
@@ -26,7 +27,7 @@ fn config(id: &str, realm: &str) -> StunnerConfig {
 }
 
 fn parsed(frame: &Frame) -> StunnerConfig {
-    serde_json::from_str(frame.as_str()).unwrap()
+    serde_json::from_slice(frame).unwrap()
 }
 
 /// The next batch of a watch, or `None` if nothing arrives within a short while.
@@ -214,4 +215,54 @@ async fn watches_leave_nothing_behind() {
     }
     assert_eq!(s.topic_count(), 0);
     assert_eq!(s.nodes().len(), 0, "node names chosen by clients are forgotten with them");
+}
+
+/// Three transports' worth of encodings, told apart by what they make of the JSON.
+struct Upper;
+struct Framed;
+struct Counted;
+
+impl Encoding for Upper {
+    fn encode(_: &Snapshot, json: &Frame) -> Bytes {
+        json.to_ascii_uppercase().into()
+    }
+}
+
+impl Encoding for Framed {
+    fn encode(s: &Snapshot, json: &Frame) -> Bytes {
+        [s.id.to_string().as_bytes(), b":", json].concat().into()
+    }
+}
+
+impl Encoding for Counted {
+    fn encode(_: &Snapshot, json: &Frame) -> Bytes {
+        json.len().to_string().into()
+    }
+}
+
+#[test]
+fn each_encoding_is_made_once_per_snapshot_and_shared() {
+    let s = store();
+    s.upsert(config("ns/a", "r"));
+    let snap = s.get(&id("ns/a")).unwrap();
+    let plain = snap.plain();
+    let json = snap.json.clone();
+    // Two encodings without a lock, the third beside the per-node variants: all kept apart.
+    let upper = snap.encoded::<Upper>(&plain);
+    let framed = snap.encoded::<Framed>(&plain);
+    let counted = snap.encoded::<Counted>(&plain);
+    assert_eq!(upper, json.to_ascii_uppercase());
+    assert_eq!(framed, [b"ns/a:", &json[..]].concat());
+    assert_eq!(counted, json.len().to_string());
+    for (first, again) in [
+        (upper, snap.encoded::<Upper>(&plain)),
+        (framed, snap.encoded::<Framed>(&plain)),
+        (counted, snap.encoded::<Counted>(&plain)),
+    ] {
+        assert_eq!(first.as_ptr(), again.as_ptr(), "encoded once, the same bytes for every client");
+    }
+    // Another version is another snapshot, encoded anew.
+    s.upsert(config("ns/a", "r2"));
+    let next = s.get(&id("ns/a")).unwrap();
+    assert_eq!(next.encoded::<Upper>(&next.plain()), next.json.to_ascii_uppercase());
 }

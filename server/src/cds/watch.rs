@@ -161,7 +161,7 @@ impl Sent {
     /// Versions are content digests: a new version always has new bytes, so only the frames
     /// of the same version (patched for another node address) need comparing.
     fn is_same(&self, update: &Update) -> bool {
-        self.version == update.snapshot.version && self.frame.as_str() == update.frame().as_str()
+        self.version == update.snapshot.version && self.frame == *update.frame()
     }
 }
 

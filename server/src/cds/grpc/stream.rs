@@ -7,13 +7,11 @@
 
 #![allow(clippy::result_large_err)]
 
-use super::Encoded;
+use super::convert::{ack_id, version};
+use super::encoded::{Encoded, GrpcUpdate};
 use super::limits::WatchSlots;
-use super::service::{ack_id, version};
-use crate::cds::CdsMetrics;
 use crate::cds::clients::{Client, Registration};
-use crate::cds::metrics::GRPC;
-use crate::cds::store::Encoding;
+use crate::cds::metrics::{CdsMetrics, GRPC};
 use crate::cds::watch::{Update, Watch};
 use futures_util::Stream;
 use std::collections::VecDeque;
@@ -22,6 +20,7 @@ use stunner_gateway::proto::{self, watch_request};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::{Status, Streaming};
 
 pub(super) struct Outbound {
@@ -72,7 +71,7 @@ impl Outbound {
             }
         }
         let update = self.pending.pop_front()?;
-        let bytes = update.snapshot.encoded(&update.variant, Encoding::GrpcUpdate);
+        let bytes = update.snapshot.encoded::<GrpcUpdate>(&update.variant);
         self.client.sent(&update.snapshot.id, update.snapshot.version);
         self.metrics.pushes.get_or_create(&GRPC).inc();
         self.metrics.push_bytes.get_or_create(&GRPC).inc_by(bytes.len() as u64);
@@ -94,9 +93,10 @@ pub(super) struct AckReader {
 }
 
 impl AckReader {
-    pub fn spawn(inbound: Streaming<proto::WatchRequest>, client: Arc<Client>) -> Self {
+    /// Starts the reader on `tasks` (the listener's).
+    pub fn spawn(tasks: &TaskTracker, inbound: Streaming<proto::WatchRequest>, client: Arc<Client>) -> Self {
         let (errors_tx, errors_rx) = oneshot::channel();
-        AckReader { errors: Some(errors_rx), task: tokio::spawn(read_acks(inbound, client, errors_tx)) }
+        AckReader { errors: Some(errors_rx), task: tasks.spawn(read_acks(inbound, client, errors_tx)) }
     }
 }
 

@@ -3,24 +3,25 @@
 // tonic's `Status` is the natural error of every helper here, large as it is.
 #![allow(clippy::result_large_err)]
 
-use super::config_discovery_server;
+use super::convert::{config_id, held, scope};
+use super::encoded::{Encoded, GrpcUpdate, encode_list};
 use super::limits::{ConnectionWatches, WatchLimits};
+use super::settings::Settings;
 use super::stream::{AckReader, Outbound};
-use super::{Encoded, Settings, encode_list};
+use super::stubs::config_discovery_server;
 use crate::cds::authz::{Authorizer, Identity, bearer};
 use crate::cds::clients::{ClientInfo, ClientTable, scope_string};
-use crate::cds::metrics::Transport;
-use crate::cds::serve::PeerAddr;
-use crate::cds::store::Encoding;
-use crate::cds::watch::{Held, Watch};
-use crate::cds::{CdsMetrics, ConfigStore, Scope, Version};
+use crate::cds::connection::PeerAddr;
+use crate::cds::metrics::{CdsMetrics, Transport};
+use crate::cds::store::{ConfigStore, Scope};
+use crate::cds::watch::Watch;
 use futures_util::Stream;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use stunner_gateway::cds::ConfigId;
 use stunner_gateway::proto::{self, watch_request};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
 /// The service, cheap to clone.
@@ -33,6 +34,8 @@ pub struct ConfigDiscovery {
     settings: Settings,
     watches: WatchLimits,
     shutdown: CancellationToken,
+    /// The listener's tasks: each watch's ack reader runs on it.
+    tasks: TaskTracker,
 }
 
 impl ConfigDiscovery {
@@ -43,9 +46,10 @@ impl ConfigDiscovery {
         authorizer: Arc<Authorizer>,
         settings: Settings,
         shutdown: CancellationToken,
+        tasks: TaskTracker,
     ) -> Self {
         let watches = WatchLimits::new(settings.max_watches, settings.max_watches_per_connection);
-        ConfigDiscovery { store, metrics, clients, authorizer, settings, watches, shutdown }
+        ConfigDiscovery { store, metrics, clients, authorizer, settings, watches, shutdown, tasks }
     }
 
     /// Who the caller is, or PERMISSION_DENIED saying why (the decision of the HTTP API too).
@@ -65,8 +69,7 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
     async fn list(&self, request: Request<proto::ListRequest>) -> Result<Response<Encoded>, Status> {
         let scope = scope(request.get_ref().scope.clone())?;
         self.authorize(&Caller::of(&request), &scope).await?;
-        let updates: Vec<_> =
-            self.store.list(&scope).iter().map(|s| s.encoded(&s.plain(), Encoding::GrpcUpdate)).collect();
+        let updates: Vec<_> = self.store.list(&scope).iter().map(|s| s.encoded::<GrpcUpdate>(&s.plain())).collect();
         Ok(Response::new(Encoded(encode_list(&updates))))
     }
 
@@ -79,7 +82,7 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
         };
         let node = (!request.node.is_empty()).then_some(request.node.as_str());
         let variant = snapshot.variant_for(node, self.store.nodes());
-        Ok(Response::new(Encoded(snapshot.encoded(&variant, Encoding::GrpcUpdate))))
+        Ok(Response::new(Encoded(snapshot.encoded::<GrpcUpdate>(&variant))))
     }
 
     type WatchStream = WatchStream;
@@ -111,7 +114,7 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
             client_name: start.client_name,
             identity: identity.to_string(),
         });
-        let acks = AckReader::spawn(inbound, client.client());
+        let acks = AckReader::spawn(&self.tasks, inbound, client.client());
         let outbound = Outbound::new(watch, initial, client, acks, slots, self.shutdown.clone(), self.metrics.clone());
         Ok(Response::new(Box::pin(outbound.into_stream())))
     }
@@ -145,37 +148,4 @@ impl Caller {
         let token = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(bearer);
         Caller { peer: request.extensions().get::<PeerAddr>().map(|p| p.0), token: token.map(str::to_owned) }
     }
-}
-
-/// No scope means every config; a scope of a kind this server does not know is an error.
-fn scope(scope: Option<proto::Scope>) -> Result<Scope, Status> {
-    use proto::scope::Kind;
-    match scope.map(|s| s.kind) {
-        None | Some(Some(Kind::All(_))) => Ok(Scope::All),
-        Some(Some(Kind::Namespace(ns))) if !ns.is_empty() => Ok(Scope::Namespace(ns)),
-        Some(Some(Kind::Namespace(_))) => Err(Status::invalid_argument("empty namespace in scope")),
-        Some(Some(Kind::Config(id))) => Ok(Scope::Config(config_id(Some(id), "scope.config")?)),
-        Some(None) => Err(Status::invalid_argument("unknown or empty scope")),
-    }
-}
-
-fn config_id(id: Option<proto::ConfigId>, field: &str) -> Result<ConfigId, Status> {
-    match id {
-        Some(proto::ConfigId { namespace, name }) if !namespace.is_empty() && !name.is_empty() => {
-            Ok(ConfigId::new(namespace, name))
-        }
-        _ => Err(Status::invalid_argument(format!("`{field}` needs a namespace and a name"))),
-    }
-}
-
-pub(super) fn version(v: &str) -> Result<Version, Status> {
-    Version::parse(v).ok_or_else(|| Status::invalid_argument(format!("invalid version {v:?} (16 hex digits)")))
-}
-
-fn held(resume: Vec<proto::Held>) -> Result<Held, Status> {
-    resume.into_iter().map(|h| Ok((config_id(h.id, "resume.id")?, version(&h.version)?))).collect()
-}
-
-pub(super) fn ack_id(id: Option<proto::ConfigId>) -> Result<ConfigId, Status> {
-    config_id(id, "ack.id")
 }
