@@ -631,7 +631,8 @@ async fn hardened_install_serves_each_dataplane_its_own_gateway_only() {
     // No grant in `default`: the backend is refused and left out, so nothing is relayed to it.
     wait_route_resolved(&client, "False", "RefNotPermitted").await;
     let dataplane_ip = ready_pod_ip(&client, GATEWAY_NS, "app=stunner").await;
-    let (ok, shown) = stunnerctl_from_pod(&node, dataplane_ip, cds, &["-n", GATEWAY_NS, "config", "udp-gateway", "-o", "json"]);
+    let (ok, shown) =
+        stunnerctl_from_pod(&node, dataplane_ip, cds, &["-n", GATEWAY_NS, "config", "udp-gateway", "-o", "json"]);
     assert!(ok, "the Gateway's own dataplane pod reads its config: {shown}");
     let config: StunnerConfig = serde_json::from_str(&shown).expect("a config");
     let cluster = config.clusters.iter().find(|c| c.name.ends_with("echo-server")).expect("the route's cluster");
