@@ -226,9 +226,22 @@ pub fn normalize_go_flags(args: impl IntoIterator<Item = String>) -> Vec<String>
     out
 }
 
+/// A flag value that does not parse; clap shows it after `invalid value '...' for '--flag'`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidValue {
+    #[error("invalid duration {0:?} (examples: 250ms, 1s, 1m30s)")]
+    Duration(String),
+    #[error("invalid count {0:?} (a whole number, at least 1)")]
+    Count(String),
+    #[error("invalid boolean {0:?}")]
+    Bool(String),
+    #[error("invalid address {0:?} (want host:port or :port)")]
+    Address(String),
+}
+
 /// Go's `time.ParseDuration` for the units that make sense here.
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (examples: 250ms, 1s, 1m30s)");
+pub fn parse_go_duration(s: &str) -> Result<Duration, InvalidValue> {
+    let bad = || InvalidValue::Duration(s.into());
     if s == "0" {
         return Ok(Duration::ZERO);
     }
@@ -258,25 +271,25 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A count that must be at least 1 (a limit of 0 would refuse everything).
-pub fn parse_positive(s: &str) -> Result<usize, String> {
+pub fn parse_positive(s: &str) -> Result<usize, InvalidValue> {
     match s.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("invalid count {s:?} (a whole number, at least 1)")),
+        _ => Err(InvalidValue::Count(s.into())),
     }
 }
 
 /// Go's `strconv.ParseBool`, as Go's boolean flags use it.
-pub fn parse_go_bool(s: &str) -> Result<bool, String> {
+pub fn parse_go_bool(s: &str) -> Result<bool, InvalidValue> {
     match s {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("invalid boolean {s:?}")),
+        _ => Err(InvalidValue::Bool(s.into())),
     }
 }
 
 /// A Go listen address: `host:port`, `:port` (every interface) or `[v6]:port`.
-pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
-    let bad = || format!("invalid address {s:?} (want host:port or :port)");
+pub fn parse_bind_address(s: &str) -> Result<SocketAddr, InvalidValue> {
+    let bad = || InvalidValue::Address(s.into());
     let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
     let port: u16 = port.parse().map_err(|_| bad())?;
     let ip: IpAddr = match host.trim_start_matches('[').trim_end_matches(']') {
@@ -292,7 +305,7 @@ pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
 pub struct BindAddress(pub Option<SocketAddr>);
 
 /// Like [`parse_bind_address`], with `0` for disabled.
-pub fn parse_optional_bind_address(s: &str) -> Result<BindAddress, String> {
+pub fn parse_optional_bind_address(s: &str) -> Result<BindAddress, InvalidValue> {
     if s == "0" || s.is_empty() { Ok(BindAddress(None)) } else { parse_bind_address(s).map(|a| BindAddress(Some(a))) }
 }
 
@@ -514,6 +527,23 @@ mod tests {
         with_env(test, "STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE", "Legacy", |a| {
             assert_eq!(a.dataplane_mode, DataplaneMode::Legacy)
         });
+    }
+
+    #[test]
+    fn invalid_values_say_what_is_wanted() {
+        let err = parse(&["--throttle-timeout", "soon"]).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "'--throttle-timeout <THROTTLE_TIMEOUT>': invalid duration \"soon\" (examples: 250ms, 1s, 1m30s)"
+            ),
+            "{err}"
+        );
+        let err = parse(&["--cds-max-grpc-watches", "0"]).unwrap_err().to_string();
+        assert!(err.contains("invalid count \"0\" (a whole number, at least 1)"), "{err}");
+        let err = parse(&["--leader-elect=maybe"]).unwrap_err().to_string();
+        assert!(err.contains("invalid boolean \"maybe\""), "{err}");
+        let err = parse(&["--metrics-bind-address", "8080"]).unwrap_err().to_string();
+        assert!(err.contains("invalid address \"8080\" (want host:port or :port)"), "{err}");
     }
 
     #[test]
