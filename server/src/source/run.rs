@@ -190,3 +190,23 @@ fn problems(report: &Rescan) -> Vec<String> {
     });
     errors.chain(skipped).chain(unreadable).chain(dirs).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_that_cannot_be_watched_keeps_the_cause() {
+        let missing = std::env::temp_dir().join(format!("run-watch-missing-{}", std::process::id()));
+        let err = Watched::start(&missing).err().expect("a missing directory cannot be watched");
+        assert_eq!(err.to_string(), format!("cannot watch {}", missing.display()));
+        let cause = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(cause.map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound), "{err:?}");
+
+        let file = std::env::temp_dir().join(format!("run-watch-file-{}", std::process::id()));
+        std::fs::write(&file, "").unwrap();
+        let err = Watched::start(&file).err().expect("a file is not a directory");
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(err.to_string(), format!("cannot watch {}: not a directory", file.display()));
+    }
+}
