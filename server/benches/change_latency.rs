@@ -221,12 +221,12 @@ fn gateway_config(password: &str) -> serde_json::Value {
     })
 }
 
-/// A cluster with the quickstart applied.
-async fn quickstart_cluster(name: &str) -> Cluster {
-    let cluster = Cluster::start(name).await;
+/// A cluster with the quickstart applied; None (after a notice) without the apiserver harness.
+async fn quickstart_cluster(name: &str) -> Option<Cluster> {
+    let cluster = Cluster::start(name).await?;
     apply_yaml(&cluster.admin, &namespace_yaml("stunner")).await;
     apply_yaml(&cluster.admin, &quickstart_yaml()).await;
-    cluster
+    Some(cluster)
 }
 
 /// Password changes through the API server, against the operator serving the CDS at `cds`.
@@ -253,7 +253,7 @@ async fn cluster_changes(cluster: &Cluster, cds: SocketAddr, label: &str, change
 }
 
 async fn cluster_ours(bin: &Path, label: &str, changes: usize) {
-    let cluster = quickstart_cluster("change-latency").await;
+    let Some(cluster) = quickstart_cluster("change-latency").await else { return };
     // The production default window, not the harness's short one.
     let args = ["--throttle-timeout", "250ms"];
     let op = Operator::start_binary(bin, &cluster.operator_kubeconfig, &cluster.dir.0, "op", &args).await;
@@ -313,7 +313,7 @@ fn build_upstream(git_dir: &str, scratch: &Path) -> (PathBuf, String) {
 }
 
 async fn cluster_go(git_dir: &str, changes: usize) {
-    let cluster = quickstart_cluster("change-latency-go").await;
+    let Some(cluster) = quickstart_cluster("change-latency-go").await else { return };
     let (bin, note) = build_upstream(git_dir, &cluster.dir.0.join("upstream"));
     let cds: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let log = std::fs::File::create(cluster.dir.0.join("upstream.log")).unwrap();

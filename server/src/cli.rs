@@ -7,10 +7,12 @@
 //!   STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE override an explicit `--dataplane-mode=managed`);
 //! - Go's single-dash long flags (`-leader-elect`) are accepted and mean the same as `--`.
 
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{ArgAction, Parser};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
+use stunner_gateway::render::DataplaneMode;
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "stunner-gateway-operator", version, about = "The STUNner Kubernetes gateway operator")]
@@ -34,7 +36,7 @@ pub struct Args {
     pub endpoint_discovery: bool,
 
     /// managed: one dataplane Deployment per Gateway, configs over CDS; legacy: one ConfigMap per GatewayClass.
-    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE", default_value = "managed", ignore_case = true)]
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE", default_value = "managed", ignore_case = true, value_parser = dataplane_mode_parser())]
     pub dataplane_mode: DataplaneMode,
 
     /// Where the config discovery service listens.
@@ -117,6 +119,35 @@ pub struct Args {
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub cds_write_timeout: Duration,
 
+    /// The log filter (tracing's `EnvFilter` syntax); beats --zap-log-level when set and valid.
+    /// Upstream has no flag for it: the environment variable only.
+    #[arg(long, env = "RUST_LOG", hide = true)]
+    pub rust_log: Option<String>,
+
+    /// The operator's own namespace (the downward API's `POD_NAMESPACE`): where its Lease and
+    /// its CDS Service live.
+    #[arg(long, env = "POD_NAMESPACE", hide = true, default_value = "stunner-system")]
+    pub pod_namespace: String,
+
+    /// The operator pod's IPs (`POD_IPS`, comma-separated): tools run in its pods may list configs.
+    #[arg(long, env = "POD_IPS", hide = true)]
+    pub pod_ips: Option<String>,
+
+    /// This replica's name in the leader election (`POD_NAME`, else `HOSTNAME`).
+    #[arg(long, env = "POD_NAME", hide = true)]
+    pub pod_name: Option<String>,
+    #[arg(long, env = "HOSTNAME", hide = true)]
+    pub hostname: Option<String>,
+
+    /// Upstream's CDS address variable (the operator pod's IP); see
+    /// [`Args::advertised_cds_address`].
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_ADDRESS", hide = true)]
+    pub operator_address: Option<String>,
+
+    /// Gateway label keys not copied to dataplane Deployments; see [`Args::label_filter`].
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_LABEL_FILTER", hide = true)]
+    pub label_filter: Option<String>,
+
     /// Log level (zap's flag, kept for compatibility): debug, info, error, or a number.
     #[arg(long, default_value = "info")]
     pub zap_log_level: String,
@@ -132,10 +163,13 @@ pub struct Args {
     pub zap_time_encoding: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DataplaneMode {
-    Managed,
-    Legacy,
+/// `managed` or `legacy` (any case) as the renderer's [`DataplaneMode`]: one type for the mode
+/// from the flag to the render.
+fn dataplane_mode_parser() -> impl TypedValueParser<Value = DataplaneMode> {
+    PossibleValuesParser::new(["managed", "legacy"]).map(|mode| match mode.to_ascii_lowercase().as_str() {
+        "legacy" => DataplaneMode::Legacy,
+        _ => DataplaneMode::Managed,
+    })
 }
 
 /// The port of the CDS Service in the Helm chart and the plain manifests (upstream's CDS port).
@@ -149,14 +183,14 @@ impl Args {
 
     /// The CDS `host:port` told to dataplanes; the renderer turns it into `STUNNER_CONFIG_ORIGIN`.
     /// The host, first that applies: --config-discovery-advertised-host;
-    /// STUNNER_GATEWAY_OPERATOR_ADDRESS when set, even empty (upstream's meaning: the
+    /// STUNNER_GATEWAY_OPERATOR_ADDRESS (`operator_address`) when set, even empty (upstream's meaning: the
     /// operator pod's IP, which rolls every dataplane when the pod changes); in a cluster
     /// (`namespace` given) the CDS Service, at its port; the host of the bind address.
     /// Except for the Service, the port is the bind address's.
-    pub fn advertised_cds_address(&self, operator_address_env: Option<&str>, namespace: Option<&str>) -> String {
+    pub fn advertised_cds_address(&self, namespace: Option<&str>) -> String {
         let port = self.config_discovery_address.port();
         let service = namespace.filter(|_| !self.config_discovery_service.is_empty());
-        let host = match (self.advertised_host.as_deref(), operator_address_env, service) {
+        let host = match (self.advertised_host.as_deref(), self.operator_address.as_deref(), service) {
             (Some(h), _, _) | (None, Some(h), _) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
             (None, None, Some(ns)) => {
                 return format!("{}.{ns}.svc:{CDS_SERVICE_PORT}", self.config_discovery_service);
@@ -166,14 +200,14 @@ impl Args {
         };
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
     }
-}
 
-/// Gateway label keys not copied to dataplane Deployments: STUNNER_GATEWAY_OPERATOR_LABEL_FILTER
-/// (a comma-separated list) replaces the default list; set but empty, nothing is filtered.
-pub fn label_filter(env: Option<String>) -> Vec<String> {
-    match env {
-        None => stunner_gateway::render::DEFAULT_LABEL_FILTER.iter().map(|s| s.to_string()).collect(),
-        Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+    /// Gateway label keys not copied to dataplane Deployments: STUNNER_GATEWAY_OPERATOR_LABEL_FILTER
+    /// (a comma-separated list) replaces the default list; set but empty, nothing is filtered.
+    pub fn label_filter(&self) -> Vec<String> {
+        match &self.label_filter {
+            None => stunner_gateway::render::DEFAULT_LABEL_FILTER.iter().map(|s| s.to_string()).collect(),
+            Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        }
     }
 }
 
@@ -193,9 +227,22 @@ pub fn normalize_go_flags(args: impl IntoIterator<Item = String>) -> Vec<String>
     out
 }
 
+/// A flag value that does not parse; clap shows it after `invalid value '...' for '--flag'`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidValue {
+    #[error("invalid duration {0:?} (examples: 250ms, 1s, 1m30s)")]
+    Duration(String),
+    #[error("invalid count {0:?} (a whole number, at least 1)")]
+    Count(String),
+    #[error("invalid boolean {0:?}")]
+    Bool(String),
+    #[error("invalid address {0:?} (want host:port or :port)")]
+    Address(String),
+}
+
 /// Go's `time.ParseDuration` for the units that make sense here.
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (examples: 250ms, 1s, 1m30s)");
+pub fn parse_go_duration(s: &str) -> Result<Duration, InvalidValue> {
+    let bad = || InvalidValue::Duration(s.into());
     if s == "0" {
         return Ok(Duration::ZERO);
     }
@@ -225,25 +272,25 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A count that must be at least 1 (a limit of 0 would refuse everything).
-pub fn parse_positive(s: &str) -> Result<usize, String> {
+pub fn parse_positive(s: &str) -> Result<usize, InvalidValue> {
     match s.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("invalid count {s:?} (a whole number, at least 1)")),
+        _ => Err(InvalidValue::Count(s.into())),
     }
 }
 
 /// Go's `strconv.ParseBool`, as Go's boolean flags use it.
-pub fn parse_go_bool(s: &str) -> Result<bool, String> {
+pub fn parse_go_bool(s: &str) -> Result<bool, InvalidValue> {
     match s {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("invalid boolean {s:?}")),
+        _ => Err(InvalidValue::Bool(s.into())),
     }
 }
 
 /// A Go listen address: `host:port`, `:port` (every interface) or `[v6]:port`.
-pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
-    let bad = || format!("invalid address {s:?} (want host:port or :port)");
+pub fn parse_bind_address(s: &str) -> Result<SocketAddr, InvalidValue> {
+    let bad = || InvalidValue::Address(s.into());
     let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
     let port: u16 = port.parse().map_err(|_| bad())?;
     let ip: IpAddr = match host.trim_start_matches('[').trim_end_matches(']') {
@@ -259,7 +306,7 @@ pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
 pub struct BindAddress(pub Option<SocketAddr>);
 
 /// Like [`parse_bind_address`], with `0` for disabled.
-pub fn parse_optional_bind_address(s: &str) -> Result<BindAddress, String> {
+pub fn parse_optional_bind_address(s: &str) -> Result<BindAddress, InvalidValue> {
     if s == "0" || s.is_empty() { Ok(BindAddress(None)) } else { parse_bind_address(s).map(|a| BindAddress(Some(a))) }
 }
 
@@ -315,6 +362,7 @@ mod tests {
         assert_eq!(a.pprof_bind_address, BindAddress(None));
         assert!(!a.leader_elect && !a.enable_finalizer && !a.disable_endpointslice_controller);
         assert!(!a.enforce_reference_grants, "upstream never consults ReferenceGrants");
+        assert_eq!(a.pod_namespace, "stunner-system");
     }
 
     #[test]
@@ -356,7 +404,7 @@ mod tests {
         let with = |addr: &str, host: Option<&str>| {
             let mut a = parse(&["--config-discovery-address", addr]).unwrap();
             a.advertised_host = host.map(String::from);
-            a.advertised_cds_address(None, None)
+            a.advertised_cds_address(None)
         };
         assert_eq!(with(":13478", None), ":13478");
         assert_eq!(with("127.0.0.1:1234", None), "127.0.0.1:1234");
@@ -370,31 +418,133 @@ mod tests {
     fn in_a_cluster_dataplanes_are_told_the_cds_service() {
         let a = parse(&[]).unwrap();
         assert_eq!(
-            a.advertised_cds_address(None, Some("stunner-system")),
+            a.advertised_cds_address(Some("stunner-system")),
             "stunner-config-discovery.stunner-system.svc:13478"
         );
         // Upstream's variable keeps its meaning when set, even empty.
-        assert_eq!(a.advertised_cds_address(Some("10.0.0.7"), Some("stunner-system")), "10.0.0.7:13478");
-        assert_eq!(a.advertised_cds_address(Some(""), Some("stunner-system")), ":13478");
+        let a = parse(&["--operator-address", "10.0.0.7"]).unwrap();
+        assert_eq!(a.advertised_cds_address(Some("stunner-system")), "10.0.0.7:13478");
+        let a = parse(&["--operator-address", ""]).unwrap();
+        assert_eq!(a.advertised_cds_address(Some("stunner-system")), ":13478");
         // The flag beats the variable.
-        let a = parse(&["--config-discovery-advertised-host", "cds.example", "--config-discovery-address", ":2000"])
-            .unwrap();
-        assert_eq!(a.advertised_cds_address(Some("10.0.0.7"), Some("x")), "cds.example:2000");
+        let a = parse(&[
+            "--config-discovery-advertised-host",
+            "cds.example",
+            "--config-discovery-address",
+            ":2000",
+            "--operator-address",
+            "10.0.0.7",
+        ])
+        .unwrap();
+        assert_eq!(a.advertised_cds_address(Some("x")), "cds.example:2000");
         // Another Service name, or none.
         // The Service's port, whatever port this pod binds.
         let a = parse(&["--config-discovery-address", "127.0.0.1:2000"]).unwrap();
-        assert_eq!(a.advertised_cds_address(None, Some("ops")), "stunner-config-discovery.ops.svc:13478");
+        assert_eq!(a.advertised_cds_address(Some("ops")), "stunner-config-discovery.ops.svc:13478");
         let a = parse(&["--config-discovery-service", "my-cds"]).unwrap();
-        assert_eq!(a.advertised_cds_address(None, Some("ops")), "my-cds.ops.svc:13478");
+        assert_eq!(a.advertised_cds_address(Some("ops")), "my-cds.ops.svc:13478");
         let a = parse(&["--config-discovery-service", ""]).unwrap();
-        assert_eq!(a.advertised_cds_address(None, Some("ops")), ":13478");
+        assert_eq!(a.advertised_cds_address(Some("ops")), ":13478");
     }
 
     #[test]
     fn label_filter_env_replaces_the_default() {
-        assert_eq!(label_filter(None).len(), 6);
-        assert_eq!(label_filter(Some(" a , ,b".into())), ["a", "b"]);
-        assert!(label_filter(Some(String::new())).is_empty());
+        let filter =
+            |list: Option<&str>| Args { label_filter: list.map(String::from), ..parse(&[]).unwrap() }.label_filter();
+        assert_eq!(filter(None).len(), 6);
+        assert_eq!(filter(Some(" a , ,b")), ["a", "b"]);
+        assert!(filter(Some("")).is_empty());
+    }
+
+    /// Parses `Args` in a child process with `var=value` set and hands them to `check` there:
+    /// the environment is the process's, so setting it in this one would race the other tests.
+    /// `test` is the calling test's path, which the child runs alone.
+    fn with_env(test: &str, var: &str, value: &str, check: impl FnOnce(Args)) {
+        const CHILD: &str = "STUNNER_CLI_ENV_TEST_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            return check(parse(&[]).unwrap());
+        }
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env(var, value)
+            .output()
+            .unwrap();
+        let output = String::from_utf8_lossy(&child.stdout) + String::from_utf8_lossy(&child.stderr);
+        assert!(child.status.success(), "{test} with {var}={value:?}: {}\n{output}", child.status);
+        assert!(output.contains("1 passed"), "the child ran no test:\n{output}");
+    }
+
+    #[test]
+    fn rust_log_comes_from_the_environment() {
+        with_env("cli::tests::rust_log_comes_from_the_environment", "RUST_LOG", "debug,h2=info", |a| {
+            assert_eq!(a.rust_log.as_deref(), Some("debug,h2=info"))
+        });
+    }
+
+    #[test]
+    fn pod_namespace_comes_from_the_environment() {
+        with_env("cli::tests::pod_namespace_comes_from_the_environment", "POD_NAMESPACE", "ops", |a| {
+            assert_eq!(a.pod_namespace, "ops")
+        });
+    }
+
+    #[test]
+    fn pod_ips_come_from_the_environment() {
+        with_env("cli::tests::pod_ips_come_from_the_environment", "POD_IPS", "10.0.0.1,fd00::1", |a| {
+            assert_eq!(a.pod_ips.as_deref(), Some("10.0.0.1,fd00::1"))
+        });
+    }
+
+    #[test]
+    fn pod_name_comes_from_the_environment() {
+        with_env("cli::tests::pod_name_comes_from_the_environment", "POD_NAME", "op-0", |a| {
+            assert_eq!(a.pod_name.as_deref(), Some("op-0"))
+        });
+    }
+
+    #[test]
+    fn hostname_comes_from_the_environment() {
+        with_env("cli::tests::hostname_comes_from_the_environment", "HOSTNAME", "node-a", |a| {
+            assert_eq!(a.hostname.as_deref(), Some("node-a"))
+        });
+    }
+
+    #[test]
+    fn operator_address_comes_from_the_environment_even_empty() {
+        let test = "cli::tests::operator_address_comes_from_the_environment_even_empty";
+        with_env(test, "STUNNER_GATEWAY_OPERATOR_ADDRESS", "", |a| assert_eq!(a.operator_address.as_deref(), Some("")));
+    }
+
+    #[test]
+    fn label_filter_comes_from_the_environment() {
+        let test = "cli::tests::label_filter_comes_from_the_environment";
+        with_env(test, "STUNNER_GATEWAY_OPERATOR_LABEL_FILTER", "a,b", |a| assert_eq!(a.label_filter(), ["a", "b"]));
+    }
+
+    #[test]
+    fn dataplane_mode_comes_from_the_environment() {
+        let test = "cli::tests::dataplane_mode_comes_from_the_environment";
+        with_env(test, "STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE", "Legacy", |a| {
+            assert_eq!(a.dataplane_mode, DataplaneMode::Legacy)
+        });
+    }
+
+    #[test]
+    fn invalid_values_say_what_is_wanted() {
+        let err = parse(&["--throttle-timeout", "soon"]).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "'--throttle-timeout <THROTTLE_TIMEOUT>': invalid duration \"soon\" (examples: 250ms, 1s, 1m30s)"
+            ),
+            "{err}"
+        );
+        let err = parse(&["--cds-max-grpc-watches", "0"]).unwrap_err().to_string();
+        assert!(err.contains("invalid count \"0\" (a whole number, at least 1)"), "{err}");
+        let err = parse(&["--leader-elect=maybe"]).unwrap_err().to_string();
+        assert!(err.contains("invalid boolean \"maybe\""), "{err}");
+        let err = parse(&["--metrics-bind-address", "8080"]).unwrap_err().to_string();
+        assert!(err.contains("invalid address \"8080\" (want host:port or :port)"), "{err}");
     }
 
     #[test]

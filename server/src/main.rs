@@ -3,16 +3,17 @@
 
 #![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
 
+use anyhow::{Context, bail};
 use prometheus_client::registry::Registry;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use stunner_gateway::render::{DataplaneMode, RenderSettings};
+use stunner_gateway::render::RenderSettings;
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSettings};
 use stunner_gateway_operator::cli::{self, Args};
-use stunner_gateway_operator::cluster::{self, review::KubeTokenReviewer, writer::Writer};
+use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::{Outputs, Reconciler};
@@ -25,27 +26,28 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::from_env();
-    init_logging(cli::log_filter(&args.zap_log_level, std::env::var("RUST_LOG").ok().as_deref()));
+    init_logging(cli::log_filter(&args.zap_log_level, args.rust_log.as_deref()));
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
+            // The whole chain, `context: cause: cause`.
+            tracing::error!("{e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args) -> anyhow::Result<()> {
     let operator_metrics = OperatorMetrics::default();
     // The source first: an unreadable directory or an unreachable API server is a start-up error.
     let mode = match &args.standalone {
         Some(dir) => Mode::Standalone(
-            FileSource::new(dir).map_err(|e| format!("cannot read --standalone directory {}: {e}", dir.display()))?,
+            FileSource::new(dir).with_context(|| format!("cannot read --standalone directory {}", dir.display()))?,
         ),
         None => Mode::Cluster(cluster::connect().await?, Writer::new(operator_metrics.clone())),
     };
     // The operator's own namespace: where its Lease and its CDS Service live.
-    let namespace = std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "stunner-system".into());
+    let namespace = args.pod_namespace.clone();
     // Shutdown goes in stages (see `stop`): sources and the CDS, then the writer, then the
     // admin endpoints, each with its own token.
     let shutdown = CancellationToken::new();
@@ -92,17 +94,11 @@ async fn run(args: Args) -> Result<(), String> {
 
     let settings = RenderSettings {
         controller_name: args.controller_name.clone(),
-        dataplane_mode: match args.dataplane_mode {
-            cli::DataplaneMode::Managed => DataplaneMode::Managed,
-            cli::DataplaneMode::Legacy => DataplaneMode::Legacy,
-        },
+        dataplane_mode: args.dataplane_mode,
         endpoint_discovery: args.endpoint_discovery,
         endpoint_slices: !args.disable_endpointslice_controller,
-        cds_address: args.advertised_cds_address(
-            std::env::var("STUNNER_GATEWAY_OPERATOR_ADDRESS").ok().as_deref(),
-            matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()),
-        ),
-        label_filter: cli::label_filter(std::env::var("STUNNER_GATEWAY_OPERATOR_LABEL_FILTER").ok()),
+        cds_address: args.advertised_cds_address(matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str())),
+        label_filter: args.label_filter(),
         finalizing: false,
         enforce_reference_grants: args.enforce_reference_grants,
     };
@@ -123,7 +119,8 @@ async fn run(args: Args) -> Result<(), String> {
     let follow = match mode {
         Mode::Standalone(source) => {
             tracing::info!(dir = %source.dir().display(), "standalone mode: reading manifests");
-            tokio::spawn(run::follow(source, tx, readiness.clone(), shutdown.clone()))
+            let follow = run::follow(source, tx, readiness.clone(), shutdown.clone());
+            tokio::spawn(async move { Ok(follow.await?) })
         }
         Mode::Cluster(client, writer) => {
             let settings = cluster::Settings {
@@ -131,13 +128,14 @@ async fn run(args: Args) -> Result<(), String> {
                 leader_elect: args.leader_elect,
                 reference_grants: args.enforce_reference_grants,
                 namespace,
+                identity: lease::identity(args.pod_name.as_deref(), args.hostname.as_deref()),
                 dataplane_pods: (args.cds_authorization == authz::Mode::Pod).then_some(dataplane_pods),
             };
             let mut watchers =
                 cluster::start(client, settings, tx, writer, shutdown.clone(), stop_writing.clone()).await?;
             tokio::spawn(async move {
                 while watchers.join_next().await.is_some() {}
-                Ok(())
+                anyhow::Ok(())
             })
         }
     };
@@ -151,7 +149,7 @@ async fn run(args: Args) -> Result<(), String> {
             return Ok(());
         }
     }
-    let address = cds_listener.local_addr().map_err(|e| e.to_string())?;
+    let address = cds_listener.local_addr().context("the config discovery listener has no address")?;
     tracing::info!(%address, "serving config discovery");
     tasks.spawn(cds::serve(cds_listener, store, cds_settings, statuses.router(), stages.shutdown.clone()));
     let mut follow = follow;
@@ -167,16 +165,17 @@ async fn run(args: Args) -> Result<(), String> {
 }
 
 /// Who may read which configs (`--cds-authorization`, `--cds-token-review`).
-fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> Result<Authorizer, String> {
+fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> anyhow::Result<Authorizer> {
     match (args.cds_authorization, mode) {
-        (authz::Mode::Pod, Mode::Standalone(_)) => Err("--cds-authorization=pod needs a cluster (it knows clients by \
-                                                        their pods' IPs); it cannot be used with --standalone"
-            .into()),
+        (authz::Mode::Pod, Mode::Standalone(_)) => bail!(
+            "--cds-authorization=pod needs a cluster (it knows clients by their pods' IPs); it cannot be used with \
+             --standalone"
+        ),
         (authz::Mode::None, _) if args.cds_token_review => {
-            Err("--cds-token-review needs --cds-authorization=pod (with none, anyone is let in anyway)".into())
+            bail!("--cds-token-review needs --cds-authorization=pod (with none, anyone is let in anyway)")
         }
         (authz_mode, _) => {
-            let own = authz::operator_ips(std::env::var("POD_IPS").ok().as_deref());
+            let own = authz::operator_ips(args.pod_ips.as_deref());
             let authorizer = Authorizer::new(authz_mode, dataplane_pods, own);
             Ok(match mode {
                 Mode::Cluster(client, _) if args.cds_token_review => {
@@ -220,7 +219,7 @@ impl Stages {
     async fn stop(
         self,
         reconciler: JoinHandle<Reconciler>,
-        follow: JoinHandle<Result<(), String>>,
+        follow: JoinHandle<anyhow::Result<()>>,
         mut tasks: JoinSet<()>,
     ) {
         self.readiness.set_stopping();
@@ -246,8 +245,8 @@ enum Mode {
     Cluster(kube::Client, Writer),
 }
 
-fn bind(addr: std::net::SocketAddr, flag: &str) -> Result<tokio::net::TcpListener, String> {
-    admin::bind(addr).map_err(|e| format!("cannot listen on {flag} {addr}: {e}"))
+fn bind(addr: std::net::SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    admin::bind(addr).with_context(|| format!("cannot listen on {flag} {addr}"))
 }
 
 fn init_logging(filter: tracing_subscriber::EnvFilter) {

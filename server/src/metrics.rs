@@ -76,7 +76,7 @@ impl Controller {
     /// admit.
     pub fn of(kind: Kind) -> Controller {
         match kind {
-            Kind::GatewayClass | Kind::Gateway | Kind::Deployment => Controller::gateway,
+            Kind::GatewayClass | Kind::Gateway | Kind::Deployment | Kind::DaemonSet => Controller::gateway,
             Kind::GatewayConfig | Kind::Secret => Controller::gatewayconfig,
             Kind::UdpRoute
             | Kind::GatewayUdpRoute

@@ -97,10 +97,10 @@ async fn serve(
             let _permit = permit;
             let result = match forwarder {
                 Ok(f) => carry(conn, f, port).await,
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(CarryError::Forward(e)),
             };
             if let Err(e) = result {
-                *last_error.lock().expect("not poisoned") = Some(e);
+                *last_error.lock().expect("not poisoned") = Some(e.to_string());
             }
         });
         // Reap what has finished, so the set holds only live connections.
@@ -108,9 +108,24 @@ async fn serve(
     }
 }
 
+/// Why one connection could not be carried.
+#[derive(Debug, thiserror::Error)]
+enum CarryError {
+    /// The API server refused this connection's port-forward.
+    #[error(transparent)]
+    Forward(kube::Error),
+    #[error("the port-forward has no stream for the port")]
+    NoStream,
+    /// What the kubelet said on the port-forward's error stream (e.g. nothing listens there).
+    #[error("{0}")]
+    Kubelet(String),
+    #[error(transparent)]
+    Copy(std::io::Error),
+}
+
 /// Copies both ways until either side closes, then reports what the kubelet said went wrong.
-async fn carry(mut conn: TcpStream, mut forwarder: Portforwarder, port: u16) -> Result<(), String> {
-    let mut upstream = forwarder.take_stream(port).ok_or("the port-forward has no stream for the port")?;
+async fn carry(mut conn: TcpStream, mut forwarder: Portforwarder, port: u16) -> Result<(), CarryError> {
+    let mut upstream = forwarder.take_stream(port).ok_or(CarryError::NoStream)?;
     let error = forwarder.take_error(port);
     let copied = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
     drop(upstream);
@@ -124,8 +139,8 @@ async fn carry(mut conn: TcpStream, mut forwarder: Portforwarder, port: u16) -> 
     forwarder.abort();
     let _ = forwarder.join().await;
     match (kubelet_error, copied) {
-        (Some(e), _) => Err(e),
-        (None, Err(e)) => Err(e.to_string()),
+        (Some(e), _) => Err(CarryError::Kubelet(e)),
+        (None, Err(e)) => Err(CarryError::Copy(e)),
         (None, Ok(_)) => Ok(()),
     }
 }

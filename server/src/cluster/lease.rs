@@ -255,11 +255,12 @@ impl LeaseStore for KubeLeaseStore {
     }
 }
 
-/// Who this replica is in the election: the pod name, else the host name.
-pub fn identity() -> String {
-    let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-    from_env("POD_NAME")
-        .or_else(|| from_env("HOSTNAME"))
+/// Who this replica is in the election: the pod name (`POD_NAME`), else the host name
+/// (`HOSTNAME`, else /etc/hostname), else one made of the process id.
+pub fn identity(pod_name: Option<&str>, hostname: Option<&str>) -> String {
+    let given = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(String::from);
+    given(pod_name)
+        .or_else(|| given(hostname))
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| format!("stunner-gateway-operator-{}", std::process::id()))
@@ -451,5 +452,13 @@ mod tests {
         async fn update(&self, spec: &LeaseSpec, version: &str) -> Result<(), LeaseError> {
             self.0.update(spec, version).await
         }
+    }
+
+    #[test]
+    fn the_identity_is_the_pod_name_else_the_host_name() {
+        assert_eq!(identity(Some("op-0"), Some("node-a")), "op-0");
+        assert_eq!(identity(Some(""), Some("node-a")), "node-a");
+        assert_eq!(identity(None, Some("node-a")), "node-a");
+        assert!(!identity(None, Some("")).is_empty());
     }
 }

@@ -31,16 +31,28 @@ pub struct Settings {
     pub reference_grants: bool,
     /// Where the leader election Lease lives: the operator's namespace.
     pub namespace: String,
+    /// This replica's name in the leader election ([`lease::identity`]).
+    pub identity: String,
     /// With `--cds-authorization=pod`: the index the dataplane pod watcher feeds.
     pub dataplane_pods: Option<std::sync::Arc<crate::cds::authz::DataplaneIndex>>,
 }
 
+/// Why cluster mode could not start; each keeps the API client's error as its source.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot configure the Kubernetes client")]
+    Configure(#[source] kube::Error),
+    #[error("cannot reach the Kubernetes API server")]
+    Unreachable(#[source] kube::Error),
+    #[error("cannot discover gateway.networking.k8s.io/v1alpha2")]
+    Discovery(#[source] kube::Error),
+}
+
 /// Connects to the API server (KUBECONFIG, else the in-cluster service account) and checks
 /// that it answers, so that a wrong configuration fails at start and not in a retry loop.
-pub async fn connect() -> Result<Client, String> {
-    let client = Client::try_default().await.map_err(|e| format!("cannot configure the Kubernetes client: {e}"))?;
-    let version =
-        client.apiserver_version().await.map_err(|e| format!("cannot reach the Kubernetes API server: {e}"))?;
+pub async fn connect() -> Result<Client, StartError> {
+    let client = Client::try_default().await.map_err(StartError::Configure)?;
+    let version = client.apiserver_version().await.map_err(StartError::Unreachable)?;
     tracing::info!(version = %version.git_version, "connected to the Kubernetes API server");
     Ok(client)
 }
@@ -55,10 +67,8 @@ pub async fn start(
     writer: writer::Writer,
     shutdown: CancellationToken,
     stop_writing: CancellationToken,
-) -> Result<JoinSet<()>, String> {
-    let gateway_udp_routes = source::serves_gateway_udp_routes(&client)
-        .await
-        .map_err(|e| format!("cannot discover gateway.networking.k8s.io/v1alpha2: {e}"))?;
+) -> Result<JoinSet<()>, StartError> {
+    let gateway_udp_routes = source::serves_gateway_udp_routes(&client).await.map_err(StartError::Discovery)?;
     if !gateway_udp_routes {
         tracing::info!("the API server serves no gateway.networking.k8s.io/v1alpha2 UDPRoutes: not watching them");
     }
@@ -74,7 +84,7 @@ pub async fn start(
     let (leader, leading) = watch::channel(!settings.leader_elect);
     let writes_done = CancellationToken::new();
     if settings.leader_elect {
-        let identity = lease::identity();
+        let identity = settings.identity;
         tracing::info!(%identity, namespace = %settings.namespace, lease = lease::LEASE_NAME, "leader election");
         let timings = lease::Timings::default();
         let store = lease::KubeLeaseStore::new(client.clone(), &settings.namespace);

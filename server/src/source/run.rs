@@ -16,7 +16,7 @@ use crate::reconcile::Input;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +27,25 @@ const RETRY_MAX: Duration = Duration::from_secs(10);
 /// How often a removed directory is looked for.
 const GONE_POLL: Duration = Duration::from_millis(500);
 
+/// Why the directory cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("cannot watch {}", dir.display())]
+    Open {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot watch {}: not a directory", dir.display())]
+    NotADirectory { dir: PathBuf },
+    #[error("cannot watch {}", dir.display())]
+    Notify {
+        dir: PathBuf,
+        #[source]
+        source: notify::Error,
+    },
+}
+
 /// Loads the directory, reports the initial state as complete, then follows changes until
 /// `shutdown`. Fails only if the directory cannot be watched at start-up.
 pub async fn follow(
@@ -34,10 +53,10 @@ pub async fn follow(
     tx: mpsc::Sender<Input>,
     readiness: Readiness,
     shutdown: CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), WatchError> {
     let dir = source.dir().to_path_buf();
     // Watch before the first scan, so a change made during the scan is not missed.
-    let mut watched = Some(Watched::start(&dir).map_err(|e| format!("cannot watch {}: {e}", dir.display()))?);
+    let mut watched = Some(Watched::start(&dir)?);
     let mut follower = Follower { source: Some(source), reported: BTreeSet::new(), tx };
     let mut retry = follower.rescan().await.then_some(RETRY_FIRST);
     if follower.tx.send(Input::Synced).await.is_err() {
@@ -89,12 +108,14 @@ struct Watched {
 }
 
 impl Watched {
-    fn start(dir: &Path) -> Result<Watched, String> {
-        let root = File::open(dir).map_err(|e| e.to_string())?;
-        if !root.metadata().map_err(|e| e.to_string())?.is_dir() {
-            return Err("not a directory".into());
+    fn start(dir: &Path) -> Result<Watched, WatchError> {
+        let open = |source| WatchError::Open { dir: dir.to_path_buf(), source };
+        let root = File::open(dir).map_err(open)?;
+        if !root.metadata().map_err(open)?.is_dir() {
+            return Err(WatchError::NotADirectory { dir: dir.to_path_buf() });
         }
-        let (watcher, events) = watcher::watch(dir).map_err(|e| e.to_string())?;
+        let (watcher, events) =
+            watcher::watch(dir).map_err(|source| WatchError::Notify { dir: dir.to_path_buf(), source })?;
         Ok(Watched { _watcher: watcher, events, root })
     }
 
@@ -168,4 +189,24 @@ fn problems(report: &Rescan) -> Vec<String> {
         format!("{}: {e}; directory skipped (the files last read there stay in force)", path.display())
     });
     errors.chain(skipped).chain(unreadable).chain(dirs).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_that_cannot_be_watched_keeps_the_cause() {
+        let missing = std::env::temp_dir().join(format!("run-watch-missing-{}", std::process::id()));
+        let err = Watched::start(&missing).err().expect("a missing directory cannot be watched");
+        assert_eq!(err.to_string(), format!("cannot watch {}", missing.display()));
+        let cause = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(cause.map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound), "{err:?}");
+
+        let file = std::env::temp_dir().join(format!("run-watch-file-{}", std::process::id()));
+        std::fs::write(&file, "").unwrap();
+        let err = Watched::start(&file).err().expect("a file is not a directory");
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(err.to_string(), format!("cannot watch {}: not a directory", file.display()));
+    }
 }

@@ -1,6 +1,7 @@
 //! The operator under load: spawned here in standalone mode, or one already running; either
 //! way driven by the manifest file this program writes into its directory.
 
+use anyhow::{Context, bail};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -114,21 +115,21 @@ impl Daemon {
         throttle: &str,
         max_connections: usize,
         limit: Duration,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         if !bin.exists() {
-            return Err(format!(
+            bail!(
                 "the operator binary {} does not exist: build it (cargo build -p stunner-gateway-operator) or pass --operator-bin",
                 bin.display()
-            ));
+            );
         }
         let temp = std::env::temp_dir().join(format!("cds-loadgen-{}", std::process::id()));
         let dir = temp.join("manifests");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut daemon = Daemon { dir, temp: Some(temp.clone()), child: None, addr: String::new(), gateways };
         daemon.write(0)?;
         let log_path = temp.join("operator.log");
         let mut log =
-            std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+            std::fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
         let mut child = Command::new(bin)
             .arg("--standalone")
             .arg(&daemon.dir)
@@ -141,7 +142,7 @@ impl Daemon {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+            .with_context(|| format!("cannot start {}", bin.display()))?;
         // The log goes to a file; the line announcing the CDS address is passed on.
         let stderr = child.stderr.take().expect("piped");
         let (tx, rx) = mpsc::channel();
@@ -167,16 +168,16 @@ impl Daemon {
                     None => format!("it did not serve within {limit:?}"),
                 };
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                return Err(format!("the operator did not start: {why}; its log:\n{log}"));
+                bail!("the operator did not start: {why}; its log:\n{log}");
             }
         }
         Ok(daemon)
     }
 
     /// A running standalone operator reading `dir`, serving at `addr`.
-    pub fn external(dir: &Path, addr: String, gateways: u64) -> Result<Self, String> {
+    pub fn external(dir: &Path, addr: String, gateways: u64) -> anyhow::Result<Self> {
         if !dir.is_dir() {
-            return Err(format!("--manifests {} is not a directory", dir.display()));
+            bail!("--manifests {} is not a directory", dir.display());
         }
         let daemon = Daemon { dir: dir.to_path_buf(), temp: None, child: None, addr, gateways };
         daemon.write(0)?;
@@ -185,12 +186,12 @@ impl Daemon {
 
     /// Writes the manifests of update `seq`. Written beside and renamed into place, so the
     /// operator never reads half a file.
-    pub fn write(&self, seq: u64) -> Result<(), String> {
+    pub fn write(&self, seq: u64) -> anyhow::Result<()> {
         let tmp = self.dir.join(format!(".{FILE}.tmp"));
         let path = self.dir.join(FILE);
         std::fs::write(&tmp, manifests(self.gateways, seq))
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+            .with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// The spawned operator's process id (for its RSS).
@@ -229,16 +230,16 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 
 /// Refuses a server that is not on this host: a load test against someone else's operator
 /// is an attack, so it takes an explicit --allow-remote.
-pub fn check_loopback(addr: &str, allow_remote: bool) -> Result<(), String> {
+pub fn check_loopback(addr: &str, allow_remote: bool) -> anyhow::Result<()> {
     if allow_remote {
         return Ok(());
     }
-    let server = ServerAddress::parse(addr).map_err(|e| e.to_string())?;
+    let server = ServerAddress::parse(addr)?;
     let with_port = server.authority();
     let ips: Vec<IpAddr> =
-        with_port.to_socket_addrs().map_err(|e| format!("cannot resolve {addr:?}: {e}"))?.map(|a| a.ip()).collect();
+        with_port.to_socket_addrs().with_context(|| format!("cannot resolve {addr:?}"))?.map(|a| a.ip()).collect();
     if ips.is_empty() || ips.iter().any(|ip| !ip.is_loopback()) {
-        return Err(format!("{addr} is not a loopback address: a load test against another host needs --allow-remote"));
+        bail!("{addr} is not a loopback address: a load test against another host needs --allow-remote");
     }
     Ok(())
 }
@@ -273,7 +274,7 @@ mod tests {
         for ok in ["127.0.0.1:1", ":13478", "localhost:5", "[::1]:5", "http://127.0.0.1:5", "127.0.0.2"] {
             assert!(check_loopback(ok, false).is_ok(), "{ok}: {:?}", check_loopback(ok, false));
         }
-        let err = check_loopback("192.0.2.1:13478", false).unwrap_err();
+        let err = check_loopback("192.0.2.1:13478", false).unwrap_err().to_string();
         assert!(err.contains("--allow-remote"), "{err}");
         assert!(check_loopback("192.0.2.1:13478", true).is_ok());
     }

@@ -18,6 +18,7 @@ mod daemon;
 mod plot;
 mod stats;
 
+use anyhow::{Context, bail};
 use clap::Parser;
 use cli::Args;
 use daemon::Daemon;
@@ -62,7 +63,8 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-        Err(e) => fail(&e),
+        // The whole chain, `context: cause`.
+        Err(e) => fail(&format!("{e:#}")),
     }
 }
 
@@ -83,7 +85,7 @@ enum Report {
     Rejected,
 }
 
-async fn run(args: &Args) -> Result<Summary, String> {
+async fn run(args: &Args) -> anyhow::Result<Summary> {
     let started = Instant::now();
     let deadline = started + args.duration;
     let transport = args.transport;
@@ -97,12 +99,12 @@ async fn run(args: &Args) -> Result<Summary, String> {
         }
         None => {
             if let Some(server) = &args.server {
-                return Err(format!("--server {server} needs --manifests: the spawned operator picks its own port"));
+                bail!("--server {server} needs --manifests: the spawned operator picks its own port");
             }
             let bin = match &args.operator_bin {
                 Some(bin) => bin.clone(),
                 None => std::env::current_exe()
-                    .map_err(|e| format!("cannot find this program's path: {e}"))?
+                    .context("cannot find this program's path")?
                     .with_file_name("stunner-gateway-operator"),
             };
             let max_connections = args.watchers as usize + 64;
@@ -123,13 +125,12 @@ async fn drive(
     daemon: &Daemon,
     started: Instant,
     deadline: Instant,
-) -> Result<Summary, String> {
-    let client = CdsClient::new(&daemon.addr)
-        .map_err(|e| e.to_string())?
+) -> anyhow::Result<Summary> {
+    let client = CdsClient::new(&daemon.addr)?
         .with_transport(transport)
         .with_watch_settings(WatchSettings { client_name: "cds-loadgen".into(), ..Default::default() });
     // Ready when every Gateway's initial config is served.
-    let rest = CdsClient::new(&daemon.addr).map_err(|e| e.to_string())?;
+    let rest = CdsClient::new(&daemon.addr)?;
     let scope = ConfigScope::Namespace(daemon::NAMESPACE.into());
     let ready = daemon::wait_until(deadline.saturating_duration_since(Instant::now()), async || {
         rest.configs(&scope).await.is_ok_and(|configs| {
@@ -139,12 +140,12 @@ async fn drive(
     })
     .await;
     if !ready {
-        return Err(format!(
+        bail!(
             "the server at {} did not serve the {} initial configs of namespace {} in time",
             daemon.addr,
             args.gateways,
             daemon::NAMESPACE
-        ));
+        );
     }
     let rss = |pid: Option<u32>| pid.and_then(daemon::rss_kib);
     let rss_before = rss(daemon.pid());
@@ -278,7 +279,7 @@ async fn drive(
             latency.len()
         );
         std::fs::write(path, plot::svg(latency.sorted(), &title))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(s)
 }
