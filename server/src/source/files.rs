@@ -65,7 +65,7 @@ impl FileSource {
     }
 }
 
-fn decode(doc: &Document) -> Result<Decoded<Resource>, String> {
+pub(crate) fn decode(doc: &Document) -> Result<Decoded<Resource>, String> {
     // What an API server would refuse is never served; the file's other objects are.
     if let Err(invalid) = stunner_gateway::validate::validate(&doc.value) {
         return Ok(Decoded::Skip(format!("rejected: {invalid}")));

@@ -204,9 +204,9 @@ impl<T> ManifestSet<T> {
     }
 }
 
-type DecodedFile<T> = (Vec<(Origin, T)>, Vec<ParseError>);
+pub(crate) type DecodedFile<T> = (Vec<(Origin, T)>, Vec<ParseError>);
 
-fn decode_file<T>(
+pub(crate) fn decode_file<T>(
     path: &Path,
     text: &str,
     decode: impl Fn(&Document) -> Result<Decoded<T>, String>,
