@@ -2,6 +2,8 @@ pub mod admin;
 pub mod cds;
 pub mod cli;
 pub mod cluster;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod listener;
 pub mod metrics;
 pub mod pprof;
