@@ -2,8 +2,11 @@
 //! `cargo test` it runs a small smoke version).
 //!
 //! - full render of N combos (Gateway + UDPRoute + Service + EndpointSlice each);
+//! - the same on the fixture of upstream's `BenchmarkRenderPipeline` (N = 1 ... 512), for
+//!   scripts/bench-go to set beside upstream's own figures;
 //! - incremental: one EndpointSlice change among 5,000 Gateways renders only its Gateway.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::json;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -58,6 +61,67 @@ fn index(n: usize) -> Index {
     index
 }
 
+/// The fixture of upstream's `BenchmarkRenderPipeline` (internal/renderer/render_benchmark_test.go,
+/// from internal/testutils): the shared class, config (realm, static auth, log level) and
+/// Dataplane, and per combo `i` in namespace `testnamespace-i`: a Gateway with a TURN-UDP and
+/// a TURN-TCP listener, a UDPRoute attached to the UDP one, its backend LoadBalancer Service
+/// (owned by the Gateway, with an ingress address for both ports) and that Service's
+/// EndpointSlice of four endpoints.
+fn upstream_index(n: usize) -> Index {
+    let mut index = Index::new();
+    let shared = [
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "gatewayclass-ok"},
+               "spec": {"controllerName": "stunner.l7mp.io/gateway-operator",
+                        "parametersRef": {"group": "stunner.l7mp.io", "kind": "GatewayConfig", "name": "gatewayconfig-ok", "namespace": "testnamespace"}}}),
+        json!({"apiVersion": "stunner.l7mp.io/v1", "kind": "GatewayConfig", "metadata": {"name": "gatewayconfig-ok", "namespace": "testnamespace"},
+               "spec": {"realm": "testrealm", "authType": "static", "userName": "testuser", "password": "testpass", "logLevel": "testloglevel"}}),
+        json!({"apiVersion": "stunner.l7mp.io/v1", "kind": "Dataplane", "metadata": {"name": "default"},
+               "spec": {"replicas": 3, "image": "testimage-1", "command": ["testcommand-1"], "args": ["arg-1", "arg-2"]}}),
+    ];
+    for v in shared {
+        index.apply(object(v));
+    }
+    for i in 0..n {
+        let ns = format!("testnamespace-{i}");
+        index.apply(object(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": format!("gateway-{i}"), "namespace": ns, "labels": {"dummy-label": "dummy-value"}},
+            "spec": {"gatewayClassName": "gatewayclass-ok", "listeners": [
+                {"name": "gateway-1-listener-udp", "protocol": "TURN-UDP", "port": 1},
+                {"name": "gateway-1-listener-tcp", "protocol": "TURN-TCP", "port": 2}]}
+        })));
+        index.apply(object(json!({
+            "apiVersion": "stunner.l7mp.io/v1", "kind": "UDPRoute",
+            "metadata": {"name": format!("udproute-{i}"), "namespace": ns},
+            "spec": {"parentRefs": [{"name": format!("gateway-{i}"), "sectionName": "gateway-1-listener-udp"}],
+                     "rules": [{"backendRefs": [{"name": format!("testservice-{i}")}]}]}
+        })));
+        index.apply(object(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("testservice-{i}"), "namespace": ns,
+                         "annotations": {"stunner.l7mp.io/related-gateway-name": "testnamespace/gateway-1"},
+                         "ownerReferences": [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                                              "uid": "test-uid", "name": format!("gateway-{i}")}]},
+            "spec": {"type": "LoadBalancer", "selector": {"app": "dummy"}, "clusterIP": format!("10.0.{}.{}", i / 256, i % 256),
+                     "ports": [{"name": "udp-ok", "protocol": "UDP", "port": 1}, {"name": "tcp-ok", "protocol": "TCP", "port": 2}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4",
+                       "ports": [{"port": 1, "protocol": "UDP"}, {"port": 2, "protocol": "TCP"}]}]}}
+        })));
+        index.apply(object(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("testendpointslice-{i}"), "namespace": ns,
+                         "labels": {"kubernetes.io/service-name": format!("testservice-{i}")}},
+            "addressType": "IPv4",
+            "endpoints": [
+                {"addresses": ["1.2.3.4", "1.2.3.5"], "conditions": {"ready": true, "serving": true, "terminating": false}},
+                {"addresses": ["1.2.3.6"], "conditions": {"ready": false, "serving": false, "terminating": true}},
+                {"addresses": ["1.2.3.7"], "conditions": {"ready": false, "serving": true, "terminating": false}}],
+            "ports": [{"name": "udp-port", "protocol": "UDP"}, {"name": "tcp-port", "protocol": "TCP"}]
+        })));
+    }
+    index
+}
+
 /// Mean time per run over enough runs to fill about a second (at least 3).
 fn measure(mut f: impl FnMut()) -> Duration {
     let start = Instant::now();
@@ -79,6 +143,20 @@ fn main() {
         let t = measure(|| drop(black_box(render_all(&index, &settings, &now))));
         println!(
             "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway)",
+            t.as_secs_f64() * 1e3,
+            t.as_secs_f64() * 1e6 / n as f64
+        );
+    }
+    let upstream_sizes: &[usize] = if full { &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512] } else { &[1, 2] };
+    for &n in upstream_sizes {
+        let index = upstream_index(n);
+        let out = render_all(&index, &settings, &now);
+        assert_eq!(out.gateways.len(), n);
+        let accepted = |c: &Condition| c.type_ == "Accepted" && c.status == "True";
+        assert!(out.routes.values().all(|r| r.parents.len() == 1 && r.parents[0].conditions.iter().any(accepted)));
+        let t = measure(|| drop(black_box(render_all(&index, &settings, &now))));
+        println!(
+            "upstream shape, {n:>3} combos: {:.3} ms ({:.1} µs/gateway)",
             t.as_secs_f64() * 1e3,
             t.as_secs_f64() * 1e6 / n as f64
         );

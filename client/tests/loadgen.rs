@@ -119,3 +119,24 @@ async fn refuses_remote_servers_and_unbounded_runs() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
 }
+
+#[tokio::test]
+async fn restart_storm_over_gateways_with_backends() {
+    let out = run(loadgen()
+        .args(["--watchers", "30", "--updates", "2", "--gateways", "3", "--endpoints", "4", "--restart", "--json"])
+        .args(["--duration", "90", "--operator-bin"])
+        .arg(operator()))
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["endpoints"], 4, "{summary}");
+    assert_eq!(summary["framesReceived"], 60, "{summary}");
+    assert_eq!(summary["zeroConfigs"], 0, "{summary}");
+    let restart = &summary["restart"];
+    assert_eq!(restart["watchersBack"], 30, "every watcher holds the update written while it was down: {summary}");
+    assert!(restart["servingMs"].as_f64().unwrap() > 0.0, "{summary}");
+    assert!(restart["lastWatcherMs"].as_f64().unwrap() >= restart["servingMs"].as_f64().unwrap(), "{summary}");
+    assert!(restart["reconnectFailures"].as_u64().unwrap() >= 30, "every watcher lost its connection: {summary}");
+    assert!(summary["serverRssKibPeak"].as_u64().unwrap() > 0, "{summary}");
+}

@@ -3,7 +3,8 @@
 //! Programmed and its route Accepted; then the operator is restarted with nothing changed.
 //! Reports ms per combo, API writes per combo and the writes of the no-op restart.
 //!
-//! `cargo bench -p stunner-gateway-operator --bench bootstrap` (BOOTSTRAP_COMBOS, default 50);
+//! `cargo bench -p stunner-gateway-operator --bench bootstrap` (BOOTSTRAP_COMBOS, default 50;
+//! BOOTSTRAP_THROTTLE, the operator's `--throttle-timeout`);
 //! under `cargo test` it runs 3 combos. Needs tests/apiserver/bin/apiserver (scripts/test
 //! builds it) and the Gateway API module in the Go module cache.
 
@@ -63,8 +64,15 @@ async fn writes_by_kind(metrics: SocketAddr) -> String {
     parts.join(", ")
 }
 
+/// The operator with its metrics at `metrics`, and the render throttle of `BOOTSTRAP_THROTTLE`
+/// when set (scripts/bench-go sets upstream's benchmark's 10 ms; else the harness's default).
 async fn start_operator(cluster: &Cluster, name: &str, metrics: &str) -> Operator {
-    cluster.operator(name, &["--metrics-bind-address", metrics]).await
+    let throttle = std::env::var("BOOTSTRAP_THROTTLE").ok();
+    let mut args = vec!["--metrics-bind-address", metrics];
+    if let Some(t) = &throttle {
+        args.extend(["--throttle-timeout", t.as_str()]);
+    }
+    cluster.operator(name, &args).await
 }
 
 fn main() {

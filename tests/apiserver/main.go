@@ -41,6 +41,11 @@ const (
 )
 
 func main() {
+	// Run through a link named after a component (envtest's KUBEBUILDER_ASSETS), it is that
+	// component.
+	if name := filepath.Base(os.Args[0]); isComponent(name) {
+		os.Exit(runComponent(append([]string{name}, os.Args[1:]...)))
+	}
 	// The same binary also runs the node's other components and the node itself.
 	if len(os.Args) > 1 {
 		switch os.Args[1] {

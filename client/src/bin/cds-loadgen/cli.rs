@@ -11,6 +11,8 @@ pub const MAX_WATCHERS: usize = 20_000;
 pub const MAX_UPDATES: usize = 10_000;
 /// Most Gateways (config ids) the watchers may be spread over.
 pub const MAX_GATEWAYS: usize = 1_000;
+/// Most endpoints per Gateway (with --endpoints).
+pub const MAX_ENDPOINTS: usize = 100;
 /// Longest run.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 
@@ -32,6 +34,17 @@ pub struct Args {
     /// update changes all of them (they share the GatewayConfig whose realm carries it).
     #[arg(short = 'g', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_GATEWAYS as u64))]
     pub gateways: u64,
+
+    /// Endpoints per Gateway (at most 100): each Gateway gets a UDPRoute to a Service of its
+    /// own whose EndpointSlice lists this many addresses, all in its config's cluster.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_ENDPOINTS as u64))]
+    pub endpoints: u64,
+
+    /// After the updates, restart the spawned operator (kill it, write one more update while
+    /// it is down, start it on the same address) and measure the reconnect storm: how long
+    /// until every watcher holds that update again. Not with --manifests.
+    #[arg(long, conflicts_with = "manifests")]
+    pub restart: bool,
 
     /// Wire protocol of the watchers.
     #[arg(long, value_enum, default_value = "ws")]
@@ -121,6 +134,10 @@ mod tests {
         assert!(Args::try_parse_from(["cds-loadgen", "--updates", "10001"]).is_err());
         assert!(Args::try_parse_from(["cds-loadgen", "--duration", "2h"]).is_err());
         assert!(Args::try_parse_from(["cds-loadgen", "--manifests", "/tmp"]).is_err(), "needs --server");
+        assert!(Args::try_parse_from(["cds-loadgen", "--endpoints", "100"]).is_ok());
+        assert!(Args::try_parse_from(["cds-loadgen", "--endpoints", "101"]).is_err());
+        let external = ["cds-loadgen", "--manifests", "/tmp", "--server", "127.0.0.1:1", "--restart"];
+        assert!(Args::try_parse_from(external).is_err(), "only a spawned operator can be restarted");
     }
 
     #[test]

@@ -29,10 +29,19 @@ pub fn gateway(i: u64) -> String {
     format!("gw-{i}")
 }
 
-/// The manifests for `gateways` Gateways at update `seq`: a GatewayClass, its GatewayConfig
-/// (whose realm carries `seq`, so one write changes every Gateway's config), a Dataplane and
-/// the Gateways, one UDP listener each.
-pub fn manifests(gateways: u64, seq: u64) -> String {
+/// What the manifests hold besides the shared class, config and Dataplane.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub gateways: u64,
+    /// Endpoints per Gateway: with more than 0, each Gateway gets a UDPRoute to a Service of
+    /// its own whose EndpointSlice lists this many pod addresses (their cluster in its config).
+    pub endpoints: u64,
+}
+
+/// The manifests of `shape` at update `seq`: a GatewayClass, its GatewayConfig (whose realm
+/// carries `seq`, so one write changes every Gateway's config), a Dataplane and the Gateways,
+/// one UDP listener each, with their routes, Services and EndpointSlices.
+pub fn manifests(shape: Shape, seq: u64) -> String {
     let mut s = format!(
         "# Written by cds-loadgen; removed when it ends.
 apiVersion: gateway.networking.k8s.io/v1
@@ -70,7 +79,7 @@ spec:
 ",
         realm = realm(seq)
     );
-    for i in 0..gateways {
+    for i in 0..shape.gateways {
         s.push_str(&format!(
             "---
 apiVersion: gateway.networking.k8s.io/v1
@@ -90,8 +99,56 @@ spec:
 ",
             name = gateway(i)
         ));
+        if shape.endpoints > 0 {
+            s.push_str(&backend(i, shape.endpoints));
+        }
     }
     s
+}
+
+/// Gateway `i`'s UDPRoute, its backend Service and that Service's EndpointSlice with
+/// `endpoints` addresses (10.x.y.z, distinct across Gateways).
+fn backend(i: u64, endpoints: u64) -> String {
+    let addresses: Vec<String> = (0..endpoints)
+        .map(|e| {
+            let n = i * endpoints + e;
+            format!("\"10.{}.{}.{}\"", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+        })
+        .collect();
+    format!(
+        "---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata:
+  name: route-{i}
+  namespace: {NAMESPACE}
+spec:
+  parentRefs: [{{name: {gw}}}]
+  rules: [{{backendRefs: [{{name: svc-{i}}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: svc-{i}
+  namespace: {NAMESPACE}
+spec:
+  clusterIP: 172.16.{hi}.{lo}
+  ports: [{{name: media, port: 9000, protocol: UDP}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: svc-{i}-slice
+  namespace: {NAMESPACE}
+  labels: {{kubernetes.io/service-name: svc-{i}}}
+addressType: IPv4
+endpoints: [{list}]
+",
+        gw = gateway(i),
+        hi = (i >> 8) & 0xff,
+        lo = i & 0xff,
+        list = addresses.iter().map(|a| format!("{{addresses: [{a}]}}")).collect::<Vec<_>>().join(", "),
+    )
 }
 
 /// Where the manifests go and who reads them.
@@ -103,7 +160,17 @@ pub struct Daemon {
     child: Option<Child>,
     /// The CDS address (host:port).
     pub addr: String,
-    gateways: u64,
+    shape: Shape,
+    /// How the spawned operator was started, to start it again (`restart`).
+    spawn: Option<Spawn>,
+}
+
+/// The spawned operator's command line.
+#[derive(Debug, Clone)]
+struct Spawn {
+    bin: PathBuf,
+    throttle: String,
+    max_connections: usize,
 }
 
 impl Daemon {
@@ -111,7 +178,7 @@ impl Daemon {
     /// port; returns once it serves (it serves only after its first complete render).
     pub fn spawn(
         bin: &Path,
-        gateways: u64,
+        shape: Shape,
         throttle: &str,
         max_connections: usize,
         limit: Duration,
@@ -125,17 +192,31 @@ impl Daemon {
         let temp = std::env::temp_dir().join(format!("cds-loadgen-{}", std::process::id()));
         let dir = temp.join("manifests");
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut daemon = Daemon { dir, temp: Some(temp.clone()), child: None, addr: String::new(), gateways };
+        let spawn = Spawn { bin: bin.to_path_buf(), throttle: throttle.to_string(), max_connections };
+        let mut daemon = Daemon { dir, temp: Some(temp), child: None, addr: String::new(), shape, spawn: Some(spawn) };
         daemon.write(0)?;
+        daemon.start("127.0.0.1:0", limit)?;
+        Ok(daemon)
+    }
+
+    /// Starts the spawned operator on CDS address `addr` and waits until it serves.
+    fn start(&mut self, addr: &str, limit: Duration) -> anyhow::Result<()> {
+        let (Some(spawn), Some(temp)) = (&self.spawn, &self.temp) else {
+            bail!("only an operator this program spawned can be started");
+        };
+        let bin = &spawn.bin;
         let log_path = temp.join("operator.log");
-        let mut log =
-            std::fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
         let mut child = Command::new(bin)
             .arg("--standalone")
-            .arg(&daemon.dir)
-            .args(["--config-discovery-address", "127.0.0.1:0", "--metrics-bind-address", "0"])
-            .args(["--health-probe-bind-address", "0", "--throttle-timeout", throttle])
-            .args(["--cds-max-connections", &max_connections.to_string()])
+            .arg(&self.dir)
+            .args(["--config-discovery-address", addr, "--metrics-bind-address", "0"])
+            .args(["--health-probe-bind-address", "0", "--throttle-timeout", &spawn.throttle])
+            .args(["--cds-max-connections", &spawn.max_connections.to_string()])
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -158,11 +239,11 @@ impl Daemon {
                 let _ = writeln!(log, "{line}");
             }
         });
-        daemon.child = Some(child);
+        self.child = Some(child);
         match rx.recv_timeout(limit) {
-            Ok(addr) => daemon.addr = addr,
+            Ok(addr) => self.addr = addr,
             Err(_) => {
-                let status = daemon.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
                 let why = match status {
                     Some(s) => format!("it exited ({s})"),
                     None => format!("it did not serve within {limit:?}"),
@@ -171,15 +252,28 @@ impl Daemon {
                 bail!("the operator did not start: {why}; its log:\n{log}");
             }
         }
-        Ok(daemon)
+        Ok(())
+    }
+
+    /// An operator restart: kills the spawned operator (as a crash or an evicted pod would
+    /// end it, with no goodbye to its watchers), writes the manifests of update `seq` while
+    /// it is down, and starts it again on the same address. Returns when the new one serves.
+    pub fn restart(&mut self, seq: u64, limit: Duration) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.write(seq)?;
+        let addr = self.addr.clone();
+        self.start(&addr, limit)
     }
 
     /// A running standalone operator reading `dir`, serving at `addr`.
-    pub fn external(dir: &Path, addr: String, gateways: u64) -> anyhow::Result<Self> {
+    pub fn external(dir: &Path, addr: String, shape: Shape) -> anyhow::Result<Self> {
         if !dir.is_dir() {
             bail!("--manifests {} is not a directory", dir.display());
         }
-        let daemon = Daemon { dir: dir.to_path_buf(), temp: None, child: None, addr, gateways };
+        let daemon = Daemon { dir: dir.to_path_buf(), temp: None, child: None, addr, shape, spawn: None };
         daemon.write(0)?;
         Ok(daemon)
     }
@@ -189,7 +283,7 @@ impl Daemon {
     pub fn write(&self, seq: u64) -> anyhow::Result<()> {
         let tmp = self.dir.join(format!(".{FILE}.tmp"));
         let path = self.dir.join(FILE);
-        std::fs::write(&tmp, manifests(self.gateways, seq))
+        std::fs::write(&tmp, manifests(self.shape, seq))
             .and_then(|()| std::fs::rename(&tmp, &path))
             .with_context(|| format!("cannot write {}", path.display()))
     }
@@ -223,8 +317,17 @@ impl Drop for Daemon {
 
 /// `VmRSS` of a process, in KiB.
 pub fn rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// `VmHWM` of a process (its largest RSS so far), in KiB.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -264,9 +367,31 @@ mod tests {
     fn realms_carry_the_sequence_number() {
         assert_eq!(seq_of_realm(&realm(42)), Some(42));
         assert_eq!(seq_of_realm("stunner.l7mp.io"), None);
-        let m = manifests(3, 7);
+        let m = manifests(Shape { gateways: 3, endpoints: 0 }, 7);
         assert_eq!(m.matches("kind: Gateway\n").count(), 3);
         assert!(m.contains("realm: loadgen-7\n"));
+        assert!(!m.contains("kind: UDPRoute"));
+    }
+
+    #[test]
+    fn backends_decode_with_distinct_endpoints() {
+        let m = manifests(Shape { gateways: 300, endpoints: 10 }, 0);
+        let manifest = stunner_gateway::manifest::load(
+            Path::new("loadgen.yaml"),
+            &m,
+            stunner_gateway::manifest::Admission::Validated,
+        )
+        .unwrap();
+        assert_eq!(manifest.skipped.len(), 0, "{:?}", manifest.skipped);
+        let objects = manifest.objects;
+        let count = |kind: &str| m.matches(&format!("kind: {kind}\n")).count();
+        assert_eq!((count("UDPRoute"), count("Service"), count("EndpointSlice")), (300, 300, 300));
+        assert_eq!(objects.len(), 3 + 4 * 300);
+        let mut addresses: Vec<&str> = m.split('"').filter(|s| s.starts_with("10.")).collect();
+        assert_eq!(addresses.len(), 3000);
+        addresses.sort_unstable();
+        addresses.dedup();
+        assert_eq!(addresses.len(), 3000, "every endpoint address is distinct");
     }
 
     #[test]

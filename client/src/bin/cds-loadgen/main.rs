@@ -7,7 +7,10 @@
 //! back from the realm of every config it receives, so each receipt is matched to the write
 //! that caused it: latency is measured from that write (publish) to the receipt. Updates go
 //! one at a time: the next file is written once every watcher has the previous one, so no
-//! update is conflated with the next.
+//! update is conflated with the next. With `--restart` it then kills the operator, writes one
+//! more update while it is down and starts it again on the same address: the reconnect storm
+//! of every watcher at once, timed until each holds that update. A watcher that is ever served
+//! a zero config (what a deleted config looks like) makes the run fail.
 //!
 //! Bounded on every axis: watchers, updates and Gateways are capped, `--duration` ends the
 //! run whatever its state, and every wait is inside it. Exit status: 0 for a clean run (every
@@ -21,9 +24,9 @@ mod stats;
 use anyhow::{Context, bail};
 use clap::Parser;
 use cli::Args;
-use daemon::Daemon;
+use daemon::{Daemon, Shape};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use stats::{Samples, Summary};
+use stats::{Restart, Samples, Summary};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -80,6 +83,8 @@ enum Report {
         seq: u64,
         at: Instant,
     },
+    /// A watcher was served the zero config of its id: its Gateway looked deleted.
+    Zero,
     ConnectFailure,
     Disconnect,
     Rejected,
@@ -89,13 +94,14 @@ async fn run(args: &Args) -> anyhow::Result<Summary> {
     let started = Instant::now();
     let deadline = started + args.duration;
     let transport = args.transport;
+    let shape = Shape { gateways: args.gateways, endpoints: args.endpoints };
 
     // The operator.
-    let daemon = match &args.manifests {
+    let mut daemon = match &args.manifests {
         Some(dir) => {
             let server = args.server.clone().expect("clap requires --server with --manifests");
             daemon::check_loopback(&server, args.allow_remote)?;
-            Daemon::external(dir, server, args.gateways)?
+            Daemon::external(dir, server, shape)?
         }
         None => {
             if let Some(server) = &args.server {
@@ -109,12 +115,10 @@ async fn run(args: &Args) -> anyhow::Result<Summary> {
             };
             let max_connections = args.watchers as usize + 64;
             let limit = deadline.saturating_duration_since(Instant::now());
-            tokio::task::block_in_place(|| {
-                Daemon::spawn(&bin, args.gateways, &args.operator_throttle, max_connections, limit)
-            })?
+            tokio::task::block_in_place(|| Daemon::spawn(&bin, shape, &args.operator_throttle, max_connections, limit))?
         }
     };
-    let result = drive(args, transport, &daemon, started, deadline).await;
+    let result = drive(args, transport, &mut daemon, started, deadline).await;
     tokio::task::block_in_place(|| daemon.stop());
     result
 }
@@ -122,7 +126,7 @@ async fn run(args: &Args) -> anyhow::Result<Summary> {
 async fn drive(
     args: &Args,
     transport: Transport,
-    daemon: &Daemon,
+    daemon: &mut Daemon,
     started: Instant,
     deadline: Instant,
 ) -> anyhow::Result<Summary> {
@@ -168,6 +172,7 @@ async fn drive(
         server: daemon.addr.clone(),
         watchers: n,
         gateways: args.gateways,
+        endpoints: args.endpoints,
         updates: args.updates,
         connect_seconds: 0.0,
         connect_rate: 0.0,
@@ -179,14 +184,19 @@ async fn drive(
         disconnects: 0,
         rejected: 0,
         errors: 0,
+        zero_configs: 0,
         server_rss_kib_before: rss_before,
         server_rss_kib_after: None,
         server_rss_kib_per_watcher: None,
+        server_rss_kib_peak: None,
+        restart: None,
         timed_out: false,
         elapsed_seconds: 0.0,
     };
-    // Per update: when it was written, its first receipt, how many watchers have it.
-    let k = args.updates as usize;
+    // Per update: when it was written, its first receipt, how many watchers have it. The
+    // restart writes one update more.
+    let last = args.updates + u64::from(args.restart);
+    let k = last as usize;
     let mut written: Vec<Option<Instant>> = vec![None; k + 1];
     let mut first: Vec<Option<Instant>> = vec![None; k + 1];
     let mut have: Vec<u64> = vec![0; k + 1];
@@ -241,6 +251,7 @@ async fn drive(
                     spread.push(at.saturating_duration_since(f));
                 }
                 Report::Got { .. } => {}
+                Report::Zero => s.zero_configs += 1,
                 Report::ConnectFailure => s.connect_failures += 1,
                 Report::Disconnect => s.disconnects += 1,
                 Report::Rejected => s.rejected += 1,
@@ -250,6 +261,41 @@ async fn drive(
             break;
         }
     }
+    s.server_rss_kib_peak = daemon.pid().and_then(daemon::peak_rss_kib);
+    if args.restart && !s.timed_out {
+        let seq = last;
+        let restarted = Instant::now();
+        let limit = deadline.saturating_duration_since(restarted);
+        tokio::task::block_in_place(|| daemon.restart(seq, limit))?;
+        let mut r = Restart { serving_ms: ms_since(restarted), ..Restart::default() };
+        let mut back = Samples::default();
+        while have[k] < n {
+            let report = tokio::select! {
+                r = rx.recv() => r,
+                _ = tokio::time::sleep_until(deadline) => {
+                    s.timed_out = true;
+                    break;
+                }
+            };
+            match report {
+                Some(Report::Got { seq: got, at }) if got == seq => {
+                    have[k] += 1;
+                    back.push(at.saturating_duration_since(restarted));
+                }
+                Some(Report::Got { .. }) => {}
+                Some(Report::Zero) => s.zero_configs += 1,
+                // Every watcher loses its connection, and fails to connect while the operator
+                // is down: the storm itself, not an error.
+                Some(Report::ConnectFailure | Report::Disconnect) => r.reconnect_failures += 1,
+                Some(Report::Rejected) => s.rejected += 1,
+                None => break,
+            }
+        }
+        r.watchers_back = have[k];
+        r.last_watcher_ms = ms_since(restarted);
+        r.latency_ms = back.summary();
+        s.restart = Some(r);
+    }
     bar.finish_and_clear();
     if s.connect_seconds == 0.0 {
         s.connect_seconds = ramp_start.elapsed().as_secs_f64();
@@ -258,6 +304,7 @@ async fn drive(
     // Errors that arrived after the last receipt still count.
     while let Ok(report) = rx.try_recv() {
         match report {
+            Report::Zero => s.zero_configs += 1,
             Report::ConnectFailure => s.connect_failures += 1,
             Report::Disconnect => s.disconnects += 1,
             Report::Rejected => s.rejected += 1,
@@ -265,7 +312,7 @@ async fn drive(
         }
     }
     tasks.abort_all();
-    s.errors = s.connect_failures + s.disconnects + s.rejected;
+    s.errors = s.connect_failures + s.disconnects + s.rejected + s.zero_configs;
     s.latency_ms = latency.summary();
     s.spread_ms = spread.summary();
     s.elapsed_seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
@@ -299,6 +346,7 @@ async fn watcher(client: CdsClient, scope: ConfigScope, tx: mpsc::UnboundedSende
                 slot = None;
                 match daemon::seq_of_realm(&config.auth.realm) {
                     Some(seq) => Report::Got { seq, at },
+                    None if config.is_deleted() => Report::Zero,
                     None => continue,
                 }
             }
@@ -311,6 +359,11 @@ async fn watcher(client: CdsClient, scope: ConfigScope, tx: mpsc::UnboundedSende
             return;
         }
     }
+}
+
+/// Milliseconds since `t0`, to 0.1 ms.
+fn ms_since(t0: Instant) -> f64 {
+    (t0.elapsed().as_secs_f64() * 1e4).round() / 10.0
 }
 
 /// A progress bar on stderr, only when stderr is a terminal.

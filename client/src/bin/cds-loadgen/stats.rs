@@ -71,6 +71,8 @@ pub struct Summary {
     pub server: String,
     pub watchers: u64,
     pub gateways: u64,
+    /// Endpoints per Gateway (0: Gateways without routes).
+    pub endpoints: u64,
     pub updates: u64,
     /// Seconds from the first connection attempt until every watcher had its first config.
     pub connect_seconds: f64,
@@ -87,18 +89,43 @@ pub struct Summary {
     pub disconnects: u64,
     pub rejected: u64,
     pub errors: u64,
+    /// Zero configs served to watchers (counted in `errors`): a Gateway that looked deleted.
+    pub zero_configs: u64,
     /// The spawned operator's VmRSS before the watchers connected and after, in KiB.
     pub server_rss_kib_before: Option<u64>,
     pub server_rss_kib_after: Option<u64>,
     pub server_rss_kib_per_watcher: Option<f64>,
+    /// Its VmHWM after the updates (before a restart), in KiB.
+    pub server_rss_kib_peak: Option<u64>,
+    /// The reconnect storm after the operator restart (`--restart`).
+    pub restart: Option<Restart>,
     pub timed_out: bool,
     pub elapsed_seconds: f64,
 }
 
+/// The reconnect storm after an operator restart, timed from the moment the old operator was
+/// killed.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Restart {
+    /// Until the new operator served (its first complete render done).
+    pub serving_ms: f64,
+    /// Until the last watcher held the update written while the operator was down.
+    pub last_watcher_ms: f64,
+    /// Per watcher, until it held that update.
+    pub latency_ms: Option<Percentiles>,
+    /// Watchers that held it by the end.
+    pub watchers_back: u64,
+    /// Lost connections and failed reconnects on the way (expected: the storm itself).
+    pub reconnect_failures: u64,
+}
+
 impl Summary {
-    /// Whether every frame arrived, nothing failed and the run did not time out.
+    /// Whether every frame arrived, nothing failed and the run did not time out; after a
+    /// restart, every watcher is back.
     pub fn clean(&self) -> bool {
-        !self.timed_out && self.errors == 0 && self.frames_received == self.frames_expected
+        let restarted = self.restart.as_ref().is_none_or(|r| r.watchers_back == self.watchers);
+        !self.timed_out && self.errors == 0 && self.frames_received == self.frames_expected && restarted
     }
 
     pub fn text(&self) -> String {
@@ -107,11 +134,12 @@ impl Summary {
             None => "no samples".into(),
         };
         let mut s = format!(
-            "cds-loadgen: {} watchers over {} ({} gateway{}), {} updates, server {}\n",
+            "cds-loadgen: {} watchers over {} ({} gateway{}, {} endpoints each), {} updates, server {}\n",
             self.watchers,
             self.transport,
             self.gateways,
             if self.gateways == 1 { "" } else { "s" },
+            self.endpoints,
             self.updates,
             self.server
         );
@@ -120,13 +148,27 @@ impl Summary {
         s += &format!("  fan-out:   {} (first receipt to receipt)\n", p(&self.spread_ms));
         s += &format!("  frames:    {} received of {} expected\n", self.frames_received, self.frames_expected);
         s += &format!(
-            "  errors:    {} ({} connect failures, {} disconnects, {} rejected configs)\n",
-            self.errors, self.connect_failures, self.disconnects, self.rejected
+            "  errors:    {} ({} connect failures, {} disconnects, {} rejected configs, {} zero configs)\n",
+            self.errors, self.connect_failures, self.disconnects, self.rejected, self.zero_configs
         );
         if let (Some(before), Some(after)) = (self.server_rss_kib_before, self.server_rss_kib_after) {
             s += &format!(
                 "  server:    RSS {before} KiB before, {after} KiB with the watchers ({:.1} KiB per watcher)\n",
                 self.server_rss_kib_per_watcher.unwrap_or(0.0)
+            );
+        }
+        if let Some(peak) = self.server_rss_kib_peak {
+            s += &format!("  peak:      RSS {peak} KiB (VmHWM after the updates)\n");
+        }
+        if let Some(r) = &self.restart {
+            s += &format!(
+                "  restart:   serving after {:.1} ms, {} of {} watchers back after {:.1} ms, {} ({} reconnect failures)\n",
+                r.serving_ms,
+                r.watchers_back,
+                self.watchers,
+                r.last_watcher_ms,
+                p(&r.latency_ms),
+                r.reconnect_failures
             );
         }
         s += &format!(
