@@ -286,14 +286,7 @@ async fn malformed_upgrades_get_upstream_statuses_and_leave_nothing_behind() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_does_not_stop_100_others() {
-    let settings = ServerSettings {
-        session: stunner_gateway_operator::cds::session::Settings {
-            write_timeout: Duration::from_millis(500),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let s = start(settings).await;
+    let s = start(with_write_timeout(Duration::from_millis(500))).await;
     // A stalled client: completes the handshake, then never reads a byte. A small receive
     // buffer makes the server's writes to it block after a few frames.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -376,14 +369,7 @@ async fn shutdown_closes_every_stream_with_a_close_frame() {
 /// reading (its write timeout ends it): when the server returns, no session is left.
 #[tokio::test]
 async fn shutdown_waits_for_a_session_stuck_writing() {
-    let settings = ServerSettings {
-        session: stunner_gateway_operator::cds::session::Settings {
-            write_timeout: Duration::from_secs(2),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let s = start(settings).await;
+    let s = start(with_write_timeout(Duration::from_secs(2))).await;
     let mut c = config("ns/gw", "r");
     // Far more than the server's send buffer and the client's receive buffer hold.
     c.auth.credentials.insert("padding".into(), "x".repeat(2 << 20));
@@ -477,4 +463,12 @@ async fn oversized_messages_end_the_session_and_closes_are_echoed() {
     ws.send(Message::Close(Some(CloseFrame { code: CloseCode::Away, reason: "".into() }))).await.unwrap();
     let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
     assert!(matches!(&msg, Message::Close(Some(f)) if f.code == CloseCode::Away), "{msg:?}");
+}
+
+/// Server settings whose watch sessions give up on a client that stops reading after `timeout`.
+fn with_write_timeout(timeout: Duration) -> ServerSettings {
+    ServerSettings {
+        session: stunner_gateway_operator::cds::session::Settings { write_timeout: timeout, ..Default::default() },
+        ..Default::default()
+    }
 }

@@ -169,6 +169,18 @@ fn tools_built() -> bool {
         .all(|path| e2e::external::built(repo_file(path), how).is_some())
 }
 
+/// A node for `test` with the Gateway API CRDs installed, and its admin client; None (after a
+/// notice) when the node or the test tools are not built.
+async fn node_with_gateway_api(test: &str) -> Option<(Node, Client)> {
+    if !tools_built() {
+        return None;
+    }
+    let node = Node::start(test).await?;
+    let client = node.admin.clone();
+    e2e::install_gateway_api_crds(&client).await;
+    Some((node, client))
+}
+
 fn tool(path: &str) -> PathBuf {
     let bin = repo_file(path);
     assert!(bin.exists(), "{} is missing: run scripts/test (it builds the test tools)", bin.display());
@@ -357,12 +369,7 @@ async fn kill_leader(client: &Client) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_relays_turn_and_survives_operator_changes() {
-    if !tools_built() {
-        return;
-    }
-    let Some(node) = Node::start("install-helm").await else { return };
-    let client = node.admin.clone();
-    e2e::install_gateway_api_crds(&client).await;
+    let Some((node, client)) = node_with_gateway_api("install-helm").await else { return };
     apply_yaml(&client, &echo_backend(1)).await;
 
     // From `helm install` to the first packet relayed to a backend pod.
@@ -477,12 +484,7 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_install_serves_a_gateway() {
-    if !tools_built() {
-        return;
-    }
-    let Some(node) = Node::start("install-kustomize").await else { return };
-    let client = node.admin.clone();
-    e2e::install_gateway_api_crds(&client).await;
+    let Some((node, client)) = node_with_gateway_api("install-kustomize").await else { return };
     e2e::install_stunner_crds(&client).await;
     let out = Command::new(tool("tests/deploytool/bin/deploytool"))
         .args(["kustomize", repo_file("deploy/manifests").to_str().unwrap()])
@@ -626,9 +628,7 @@ async fn operator_logs(client: &Client) -> String {
 /// ReferenceGrant there allows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hardened_install_serves_each_dataplane_its_own_gateway_only() {
-    let Some(node) = Node::start("install-hardened").await else { return };
-    let client = node.admin.clone();
-    e2e::install_gateway_api_crds(&client).await;
+    let Some((node, client)) = node_with_gateway_api("install-hardened").await else { return };
     apply_yaml(&client, &echo_backend(1)).await;
     helm(
         &node,
