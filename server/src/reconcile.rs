@@ -14,18 +14,12 @@
 mod coalesce;
 mod service_wait;
 
-use crate::admin::Readiness;
-use crate::cds::store::ConfigStore;
-use crate::cds::version::Version;
-use crate::cluster::writer::Writer;
-use crate::metrics::{Controller, OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
-use crate::source::Change;
+use crate::metrics::{Controller, ReconcileLabels, ReconcileResult, unix_now};
+use crate::pipeline::{Change, Input, Outputs};
 use crate::source::owned::OwnedObjects;
-use crate::status::StatusBoard;
 use coalesce::Coalescer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use service_wait::{SERVICE_WAIT, ServiceWait};
-use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
 use stunner_gateway::config::StunnerConfig;
@@ -33,46 +27,6 @@ use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderOutput, RenderSettings, render};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-
-/// What sources tell the render loop.
-#[derive(Debug)]
-pub enum Input {
-    Changes(Vec<Change>),
-    /// Every source has delivered its complete initial state.
-    Synced,
-}
-
-/// Where configs are published: the CDS store (a test wraps it to see every version).
-pub trait ConfigSink: Send + Sync {
-    /// See [`ConfigStore::upsert`].
-    fn upsert(&self, config: StunnerConfig) -> Option<Version>;
-    /// See [`ConfigStore::delete`].
-    fn delete(&self, id: &ConfigId) -> bool;
-}
-
-impl ConfigSink for ConfigStore {
-    fn upsert(&self, config: StunnerConfig) -> Option<Version> {
-        ConfigStore::upsert(self, config)
-    }
-
-    fn delete(&self, id: &ConfigId) -> bool {
-        ConfigStore::delete(self, id)
-    }
-}
-
-/// Where rendered results go.
-pub struct Outputs {
-    pub store: Arc<dyn ConfigSink>,
-    pub statuses: Arc<StatusBoard>,
-    pub metrics: OperatorMetrics,
-    pub readiness: Readiness,
-    /// Standalone mode: no API server stores the objects the operator owns, so the index
-    /// takes them directly, merged into the stored ones as if applied and watched back (the
-    /// renderer reads the Gateway's Service for its public address).
-    pub apply_owned_to_index: bool,
-    /// Cluster mode: where owned objects and statuses are queued for the API server.
-    pub writer: Option<Writer>,
-}
 
 /// Renders caused by the operator's own objects coming back, per window: they settle in one
 /// pass; the bound only guards against a render that never reaches a fixed point.
@@ -186,6 +140,11 @@ impl Reconciler {
                 self.dirty.merge(self.index.everything());
             }
             Input::Changes(changes) => {
+                // The writer learns what the watchers saw before the index does, so the
+                // submit of the render these changes cause finds it (see `Writer::observe`).
+                if let Some(writer) = &self.outputs.writer {
+                    writer.observe(changes.iter().map(Change::seen));
+                }
                 for change in changes {
                     let kind = match &change {
                         Change::Apply(resource) => resource.kind(),
@@ -403,9 +362,15 @@ fn condition_summary(status: &ObjectStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admin::Readiness;
     use crate::cds::CdsMetrics;
-    use crate::metrics::ReconcileLabels;
+    use crate::cds::store::ConfigStore;
+    use crate::cds::version::Version;
+    use crate::cluster::writer::Writer;
+    use crate::metrics::{OperatorMetrics, ReconcileLabels};
+    use crate::pipeline::ConfigSink;
     use std::path::Path;
+    use std::sync::Arc;
     use stunner_gateway::index::Resource;
     use stunner_gateway::manifest;
 
@@ -729,6 +694,40 @@ mod tests {
         assert_eq!(queued(WriteKind::Gateway), 0, "the Service's new port is not back yet");
         tokio::time::sleep(SERVICE_WAIT).await;
         assert_eq!(queued(WriteKind::Gateway), 1, "written as held once the wait ran out");
+    }
+
+    /// Cluster mode: the writer learns what the watchers saw from the render loop alone, before
+    /// the render the change causes. A Service in place is not written again; changed by someone
+    /// else (another resourceVersion), the next render writes it again.
+    #[tokio::test(start_paused = true)]
+    async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
+        use crate::cluster::ops::{Scope, WriteKind};
+        let l = Loop::start_in_cluster();
+        let queued = || {
+            let targets = l.writer.as_ref().unwrap().take_queued();
+            targets.iter().filter(|t| (t.scope, t.kind) == (Scope::Spec, WriteKind::Service)).count()
+        };
+        l.send(Input::Changes(quickstart())).await;
+        l.send(Input::Synced).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(queued(), 1, "the render asks for the Gateway's Service");
+        let Input::Changes(mut back) = applied_service(quickstart()) else { unreachable!() };
+        let Some(Change::Apply(service)) = back.pop() else { unreachable!() };
+        let Resource::Service(mut service) = *service else { unreachable!() };
+        service.metadata.resource_version = Some("1".into());
+        let watched = |s: &k8s_openapi::api::core::v1::Service| {
+            Input::Changes(vec![Change::Apply(Box::new(Resource::Service(s.clone())))])
+        };
+        l.send(watched(&service)).await;
+        l.send(realm("other")).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(queued(), 0, "in place: not written again");
+
+        service.metadata.resource_version = Some("2".into());
+        service.spec.as_mut().unwrap().session_affinity = Some("None".into());
+        l.send(watched(&service)).await;
+        tokio::time::sleep(THROTTLE * 2).await;
+        assert_eq!(queued(), 1, "changed by someone else: written again");
     }
 
     /// Cluster mode: a Service that never comes back holds the config only for the bound,
