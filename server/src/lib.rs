@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod fuzzing;
 pub mod listener;
 pub mod metrics;
+pub mod pipeline;
 pub mod pprof;
 pub mod reconcile;
 pub mod source;

@@ -15,8 +15,9 @@ use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSetting
 use stunner_gateway_operator::cli::{self, Args};
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
+use stunner_gateway_operator::pipeline::Outputs;
 use stunner_gateway_operator::pprof;
-use stunner_gateway_operator::reconcile::{Outputs, Reconciler};
+use stunner_gateway_operator::reconcile::Reconciler;
 use stunner_gateway_operator::source::{files::FileSource, run};
 use stunner_gateway_operator::status::StatusBoard;
 use tokio::sync::mpsc;

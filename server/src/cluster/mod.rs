@@ -14,7 +14,7 @@ pub mod source;
 pub mod translate;
 pub mod writer;
 
-use crate::reconcile::Input;
+use crate::pipeline::Input;
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -77,7 +77,7 @@ pub async fn start(
         gateway_udp_routes,
         reference_grants: settings.reference_grants,
     };
-    let mut tasks = source::spawn(&client, options, tx, writer.clone(), shutdown.clone());
+    let mut tasks = source::spawn(&client, options, tx, shutdown.clone());
     if let Some(index) = settings.dataplane_pods {
         tasks.spawn(pods::follow(client.clone(), index, shutdown));
     }

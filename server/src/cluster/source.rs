@@ -7,8 +7,7 @@
 //! succeeds the operator stays unsynced and serves nothing, which is the point.
 
 use super::translate::Tracker;
-use super::writer::Writer;
-use crate::reconcile::Input;
+use crate::pipeline::Input;
 use futures_util::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -42,16 +41,14 @@ pub async fn serves_gateway_udp_routes(client: &Client) -> Result<bool, kube::Er
     }
 }
 
-/// Starts the watchers; they run until `shutdown`. `writer` learns of every change to the
-/// objects it writes before the render loop does.
+/// Starts the watchers; they run until `shutdown`.
 pub fn spawn(
     client: &Client,
     options: SourceOptions,
     tx: mpsc::Sender<Input>,
-    writer: Writer,
     shutdown: CancellationToken,
 ) -> JoinSet<()> {
-    let mut w = Watchers { client: client.clone(), tx, writer, shutdown, tasks: JoinSet::new(), kinds: Vec::new() };
+    let mut w = Watchers { client: client.clone(), tx, shutdown, tasks: JoinSet::new(), kinds: Vec::new() };
     for &kind in Kind::ALL {
         if let Some(config) = watch_config(kind, options) {
             kind.visit(AddWatcher { watchers: &mut w, config });
@@ -96,7 +93,6 @@ impl KindVisitor for AddWatcher<'_> {
 struct Watchers {
     client: Client,
     tx: mpsc::Sender<Input>,
-    writer: Writer,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
     kinds: Vec<Box<dyn FnOnce(Barrier) -> futures_util::future::BoxFuture<'static, ()> + Send>>,
@@ -105,7 +101,7 @@ struct Watchers {
 impl Watchers {
     fn add<K: Wire>(&mut self, kind: Kind, config: watcher::Config) {
         let api = Api::<K>::all(self.client.clone());
-        let feed = Feed { tx: self.tx.clone(), writer: self.writer.clone(), shutdown: self.shutdown.clone() };
+        let feed = Feed { tx: self.tx.clone(), shutdown: self.shutdown.clone() };
         self.kinds.push(Box::new(move |barrier| Box::pin(follow(api, config, kind, feed, barrier))));
     }
 
@@ -138,7 +134,6 @@ impl Barrier {
 /// Where one watcher's changes go.
 struct Feed {
     tx: mpsc::Sender<Input>,
-    writer: Writer,
     shutdown: CancellationToken,
 }
 
@@ -169,11 +164,8 @@ async fn follow<K: Wire>(api: Api<K>, config: watcher::Config, kind: Kind, feed:
             Some(Err(e)) => tracing::warn!(?kind, error = %e, "watch failed; retrying"),
             Some(Ok(event)) => {
                 let step = tracker.handle(event);
-                if !step.changes.is_empty() {
-                    feed.writer.observe(&step.changes);
-                    if feed.tx.send(Input::Changes(step.changes)).await.is_err() {
-                        return;
-                    }
+                if !step.changes.is_empty() && feed.tx.send(Input::Changes(step.changes)).await.is_err() {
+                    return;
                 }
                 if step.first_sync && !std::mem::replace(&mut arrived, true) {
                     tracing::debug!(?kind, "initial list complete");

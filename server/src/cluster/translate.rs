@@ -6,7 +6,7 @@
 //! does not re-render its Gateways. Objects lose their `managedFields` on the way in: the
 //! renderer never reads them and they are often the bulk of an object.
 
-use crate::source::Change;
+use crate::pipeline::Change;
 use kube::runtime::watcher::Event;
 use std::collections::BTreeMap;
 use stunner_gateway::index::{Kind, ObjRef, ObjectKey, Resource};

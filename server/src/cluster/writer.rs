@@ -1,6 +1,7 @@
 //! The writer: applies rendered owned objects and statuses to the API server, off the render
-//! loop. The render loop only queues ([`Writer::submit`]); one task drains the queue, so a
-//! slow or unreachable API server delays writes but never rendering or the CDS.
+//! loop. The render loop is its only feeder: it tells the writer what the watchers saw
+//! ([`Writer::observe`]) and queues what to write ([`Writer::submit`]); one task drains the
+//! queue, so a slow or unreachable API server delays writes but never rendering or the CDS.
 //!
 //! Owned objects and statuses are written with server-side apply under one field manager,
 //! forced: the rendered object is the operator's whole desired state, and SSA needs no read
@@ -12,12 +13,11 @@
 use super::ops::{Op, Queue, Scope, Target, WriteKind, ops_of};
 use super::ratelimit::RateLimit;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
-use crate::source::Change;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use stunner_gateway::index::{Index, ObjRef};
+use stunner_gateway::index::{Index, ObjRef, Resource};
 use stunner_gateway::render::RenderOutput;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -90,16 +90,14 @@ impl Writer {
     }
 
     /// Tells the writer what the watchers saw of objects it may have written (see
-    /// [`Queue::observed`]). Call it before the render loop gets the same changes.
-    pub fn observe(&self, changes: &[Change]) {
+    /// [`Queue::observed`]): each object, as it is now (`None`: deleted). The render loop
+    /// calls it with every change before applying it to the index, so the next
+    /// [`Self::submit`] already knows what is in place.
+    pub fn observe<'a>(&self, seen: impl IntoIterator<Item = (ObjRef, Option<&'a Resource>)>) {
         let mut queue = self.lock();
-        for change in changes {
-            let (kind, key, live) = match change {
-                Change::Apply(r) => (r.kind(), r.key(), Some(&**r)),
-                Change::Delete(r) => (r.kind, r.key.clone(), None),
-            };
-            if let Some(kind) = WriteKind::of(kind) {
-                queue.observed(kind, &key, live);
+        for (object, live) in seen {
+            if let Some(kind) = WriteKind::of(object.kind) {
+                queue.observed(kind, &object.key, live);
             }
         }
     }

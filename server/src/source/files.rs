@@ -5,8 +5,8 @@
 //! last good objects in force, and diffed against what was applied before, so each rescan
 //! yields only the objects that really changed or went away.
 
-use super::Change;
 use super::manifests::{ManifestSet, Rescan};
+use crate::pipeline::Change;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use stunner_gateway::index::{ObjRef, Resource};

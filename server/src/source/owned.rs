@@ -9,7 +9,7 @@
 //! Maps merge key by key; lists are replaced as a whole (the renderer already carries over what
 //! it keeps of a live list, such as allocated node ports).
 
-use super::Change;
+use crate::pipeline::Change;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

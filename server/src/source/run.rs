@@ -12,7 +12,7 @@ use super::files::FileSource;
 use super::manifests::Rescan;
 use super::watcher;
 use crate::admin::Readiness;
-use crate::reconcile::Input;
+use crate::pipeline::Input;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;

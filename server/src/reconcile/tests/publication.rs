@@ -1,0 +1,186 @@
+//! What the render loop publishes, and when: the settled config in standalone mode, configs
+//! and statuses that wait for their Service in cluster mode, what the writer is handed.
+
+use super::*;
+
+/// The quickstart with `extra` listeners on its Gateway.
+fn quickstart_with_listeners(extra: &str) -> Vec<Change> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/quickstart");
+    let text = std::fs::read_to_string(format!("{dir}/gateway.yaml")).unwrap();
+    let text = text.replace("  listeners:\n", &format!("  listeners:\n{extra}"));
+    let gateway = applied("gateway.yaml", &text);
+    let mut changes: Vec<Change> = quickstart().into_iter().filter(|c| !is_gateway(c)).collect();
+    changes.extend(gateway);
+    changes
+}
+
+fn is_gateway(c: &Change) -> bool {
+    matches!(c, Change::Apply(r) if r.kind() == Kind::Gateway)
+}
+
+/// The Gateway's Service as the API server would return it after the operator's apply:
+/// what a render of `changes` asks for.
+fn applied_service(changes: Vec<Change>) -> Input {
+    let mut index = Index::new();
+    for c in changes {
+        if let Change::Apply(r) = c {
+            index.apply(*r);
+        }
+    }
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let out = stunner_gateway::render::render_all(&index, &RenderSettings::default(), &now);
+    let Owned::Apply(service) = &out.gateways[&ObjectKey::new("stunner", "udp-gateway")].service else {
+        panic!("a Service is asked for")
+    };
+    Input::Changes(vec![Change::Apply(Box::new(Resource::Service(service.clone())))])
+}
+
+/// The listeners of published configs that have no public address.
+fn without_public_address(configs: &[StunnerConfig]) -> Vec<String> {
+    let listeners = configs.iter().flat_map(|c| &c.listeners);
+    listeners.filter(|l| l.public_addr.is_empty() || l.public_port == 0).map(|l| l.name.clone()).collect()
+}
+
+/// Standalone: the first pass renders the Gateway before its Service is in the index (no
+/// public address), the second with it; only the second is published.
+#[tokio::test(start_paused = true)]
+async fn standalone_publishes_only_the_settled_config() {
+    let l = Loop::start();
+    l.send(Input::Changes(quickstart())).await;
+    l.send(Input::Synced).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    l.send(Input::Changes(quickstart_with_listeners("    - name: udp-2\n      port: 3480\n      protocol: UDP\n")))
+        .await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    let published = l.published();
+    assert_eq!(published.iter().map(|c| c.listeners.len()).collect::<Vec<_>>(), [2, 3], "one version per change");
+    assert_eq!(without_public_address(&published), Vec::<String>::new());
+}
+
+/// Cluster mode: a new Gateway's config, and one with a new listener, wait until the
+/// watchers bring back the Service the render asked for; no version without the address.
+#[tokio::test(start_paused = true)]
+async fn in_a_cluster_a_config_waits_for_the_service_it_asked_for() {
+    let l = Loop::start_in_cluster();
+    l.send(Input::Changes(quickstart())).await;
+    l.send(Input::Synced).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(l.published().len(), 0, "the Service is not back yet");
+    l.send(applied_service(quickstart())).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(l.published().len(), 1);
+
+    let added = || quickstart_with_listeners("    - name: udp-2\n      port: 3480\n      protocol: UDP\n");
+    l.send(Input::Changes(added())).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(l.published().len(), 1, "the Service's new port is not back yet");
+    l.send(applied_service(added())).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    let published = l.published();
+    assert_eq!(published.iter().map(|c| c.listeners.len()).collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(without_public_address(&published), Vec::<String>::new());
+}
+
+/// Cluster mode: the Gateway's status waits with its config, so that it is written once,
+/// with the address the Service brings; or as held, once the wait runs out.
+#[tokio::test(start_paused = true)]
+async fn in_a_cluster_a_gateway_status_waits_with_its_config() {
+    use crate::cluster::ops::{Scope, WriteKind};
+    let l = Loop::start_in_cluster();
+    let queued = |kind| {
+        let targets = l.writer.as_ref().unwrap().take_queued();
+        targets.iter().filter(|t| (t.scope, t.kind) == (Scope::Status, kind)).count()
+    };
+    l.send(Input::Changes(quickstart())).await;
+    l.send(Input::Synced).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(queued(WriteKind::Gateway), 0, "the Service is not back yet");
+    l.send(applied_service(quickstart())).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(queued(WriteKind::Gateway), 1, "written with the Service's address");
+
+    let added = || quickstart_with_listeners("    - name: udp-2\n      port: 3480\n      protocol: UDP\n");
+    l.send(Input::Changes(added())).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(queued(WriteKind::Gateway), 0, "the Service's new port is not back yet");
+    tokio::time::sleep(SERVICE_WAIT).await;
+    assert_eq!(queued(WriteKind::Gateway), 1, "written as held once the wait ran out");
+}
+
+/// Cluster mode: the writer learns what the watchers saw from the render loop alone, before
+/// the render the change causes. A Service in place is not written again; changed by someone
+/// else (another resourceVersion), the next render writes it again.
+#[tokio::test(start_paused = true)]
+async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
+    use crate::cluster::ops::{Scope, WriteKind};
+    let l = Loop::start_in_cluster();
+    let queued = || {
+        let targets = l.writer.as_ref().unwrap().take_queued();
+        targets.iter().filter(|t| (t.scope, t.kind) == (Scope::Spec, WriteKind::Service)).count()
+    };
+    l.send(Input::Changes(quickstart())).await;
+    l.send(Input::Synced).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(queued(), 1, "the render asks for the Gateway's Service");
+    let Input::Changes(mut back) = applied_service(quickstart()) else { unreachable!() };
+    let Some(Change::Apply(service)) = back.pop() else { unreachable!() };
+    let Resource::Service(mut service) = *service else { unreachable!() };
+    service.metadata.resource_version = Some("1".into());
+    let watched = |s: &k8s_openapi::api::core::v1::Service| {
+        Input::Changes(vec![Change::Apply(Box::new(Resource::Service(s.clone())))])
+    };
+    l.send(watched(&service)).await;
+    l.send(realm("other")).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(queued(), 0, "in place: not written again");
+
+    service.metadata.resource_version = Some("2".into());
+    service.spec.as_mut().unwrap().session_affinity = Some("None".into());
+    l.send(watched(&service)).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(queued(), 1, "changed by someone else: written again");
+}
+
+/// Cluster mode: a Service that never comes back holds the config only for the bound,
+/// and the same Service is not waited for again.
+#[tokio::test(start_paused = true)]
+async fn in_a_cluster_a_config_waits_for_its_service_only_so_long() {
+    let l = Loop::start_in_cluster();
+    l.send(Input::Changes(quickstart())).await;
+    l.send(Input::Synced).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(l.published().len(), 0);
+    tokio::time::sleep(SERVICE_WAIT).await;
+    assert_eq!(l.published().len(), 1, "published once the bound passed");
+    l.send(realm("other")).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert_eq!(l.realm().as_deref(), Some("other"), "no second wait for the same Service");
+}
+
+/// A Gateway whose namespace holds a `/` (only a manifest no API server checked can have
+/// one) is withdrawn like any other when it goes away.
+#[tokio::test(start_paused = true)]
+async fn a_gateway_in_a_namespace_with_a_slash_is_withdrawn_when_deleted() {
+    let l = Loop::start();
+    let moved = |r: Resource| match r {
+        Resource::Gateway(mut gw) => {
+            gw.metadata.namespace = Some("a/b".into());
+            Resource::Gateway(gw)
+        }
+        other => other,
+    };
+    let changes = quickstart().into_iter().map(|c| match c {
+        Change::Apply(r) => Change::Apply(Box::new(moved(*r))),
+        other => other,
+    });
+    l.send(Input::Changes(changes.collect())).await;
+    l.send(Input::Synced).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    let served =
+        || l.sink.store.list(&crate::cds::Scope::All).iter().map(|s| s.config.admin.name.clone()).collect::<Vec<_>>();
+    assert_eq!(served(), ["a/b/udp-gateway"]);
+    let gone = ObjRef::new(Kind::Gateway, ObjectKey::new("a/b", "udp-gateway"));
+    l.send(Input::Changes(vec![Change::Delete(gone)])).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    assert!(served().is_empty(), "still served: {:?}", served());
+}
