@@ -109,9 +109,18 @@ impl Index {
     }
 
     /// The objects of kind `kind` that refer to `target`, in key order.
-    pub fn referrers<'a>(&'a self, target: ObjRefView<'_>, kind: Kind) -> impl Iterator<Item = &'a ObjectKey> + use<'a> {
-        let set = self.reverse.get(&target as &dyn AsObjRefView);
-        set.into_iter().flatten().filter(move |r| r.kind == kind).map(|r| &r.key)
+    pub fn referrers<'a>(
+        &'a self,
+        target: ObjRefView<'_>,
+        kind: Kind,
+    ) -> impl Iterator<Item = &'a ObjectKey> + use<'a> {
+        self.all_referrers(target).filter(move |r| r.kind == kind).map(|r| &r.key)
+    }
+
+    /// Every object that refers to `target`, by kind (in declaration order), then key: one
+    /// search for several kinds.
+    pub fn all_referrers<'a>(&'a self, target: ObjRefView<'_>) -> impl Iterator<Item = &'a ObjRef> + use<'a> {
+        self.reverse.get(&target as &dyn AsObjRefView).into_iter().flatten()
     }
 
     /// The objects `source` refers to, in the order the object names them.

@@ -4,7 +4,7 @@
 //! [`Index::affected`] walks from a changed object to the Gateways whose rendering reads it,
 //! the routes whose status may change and the GatewayClasses whose status may change.
 
-use super::{Dirty, Index, Kind, KeyView, ObjRef, ObjRefView, ObjectKey, Resource};
+use super::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, Resource};
 use crate::keys::{RELATED_GATEWAY_NAME, SERVICE_NAME_LABEL};
 use crate::resources::{BackendRef, GROUP, GatewayClass, ParentReference, UdpRoute};
 use k8s_openapi::api::core::v1::Node;

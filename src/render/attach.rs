@@ -17,13 +17,17 @@ pub struct Route<'a> {
     pub route: &'a UdpRoute,
 }
 
-impl Route<'_> {
+impl<'a> Route<'a> {
     pub fn namespace(&self) -> &str {
         &self.key.namespace
     }
 
     pub fn obj_ref(&self) -> ObjRef {
         ObjRef::new(self.kind, self.key.clone())
+    }
+
+    pub fn view(&self) -> ObjRefView<'a> {
+        ObjRefView::new(self.kind, self.key)
     }
 }
 
@@ -42,15 +46,25 @@ pub fn route<'a>(index: &'a Index, r: ObjRefView<'_>) -> Option<Route<'a>> {
     store.lookup_key_value(r.key).map(|(key, route)| Route { kind: r.kind, key, route })
 }
 
+/// Whether objects of `kind` are routes.
+pub fn is_route(kind: Kind) -> bool {
+    matches!(kind, Kind::UdpRoute | Kind::GatewayUdpRoute)
+}
+
 /// The routes naming a Gateway as parent: v1 routes, then unmasked v1alpha2 routes, each in
-/// key order (upstream uses store order, which is unspecified).
+/// key order (upstream uses store order, which is unspecified). Referrers come by kind, and
+/// `Kind::UdpRoute` is declared before `Kind::GatewayUdpRoute`.
 pub fn gateway_routes<'a>(index: &'a Index, gw: &ObjectKey) -> Vec<Route<'a>> {
-    let target = ObjRefView::new(Kind::Gateway, gw);
-    let v1 = index.referrers(target, Kind::UdpRoute).filter_map(|k| index.udp_routes().get_key_value(k));
-    let v1 = v1.map(|(key, route)| Route { kind: Kind::UdpRoute, key, route });
-    let v1a2 = index.referrers(target, Kind::GatewayUdpRoute).filter(|k| !index.udp_routes().contains_key(*k));
-    let v1a2 = v1a2.filter_map(|k| index.gateway_udp_routes().get_key_value(k));
-    v1.chain(v1a2.map(|(key, route)| Route { kind: Kind::GatewayUdpRoute, key, route })).collect()
+    let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, gw));
+    let route = |r: &'a ObjRef| {
+        let stored = match r.kind {
+            Kind::UdpRoute => index.udp_routes().get(&r.key),
+            Kind::GatewayUdpRoute if !index.udp_routes().contains_key(&r.key) => index.gateway_udp_routes().get(&r.key),
+            _ => None,
+        };
+        stored.map(|route| Route { kind: r.kind, key: &r.key, route })
+    };
+    referrers.filter_map(route).collect()
 }
 
 /// Whether parentRef `p` of a route in `route_ns` attaches to listener `l` of Gateway `gw`.

@@ -2,6 +2,7 @@
 
 use super::class::{self, ClassState, ReadyClass};
 use super::error::RenderError;
+use super::gateway::ClusterErrors;
 use super::owner::gateway_config_owner;
 use super::settings::RenderSettings;
 use super::{GatewayOutput, Owned, admin, auth, gateway};
@@ -57,7 +58,13 @@ fn invalidate(
     LegacyClass { gateways: gateways.collect(), config_map: None, error: Some(e.clone()) }
 }
 
-pub fn render_class(index: &Index, name: &str, settings: &RenderSettings, now: &Time) -> LegacyClass {
+pub fn render_class<'a>(
+    index: &'a Index,
+    name: &str,
+    settings: &RenderSettings,
+    now: &Time,
+    cluster_errors: &mut ClusterErrors<'a>,
+) -> LegacyClass {
     let class_ref = ObjRefView::new(Kind::GatewayClass, KeyView::cluster(name));
     let keys: Vec<ObjectKey> = index.referrers(class_ref, Kind::Gateway).cloned().collect();
     let ready = match class::resolve(index, name, settings) {
@@ -100,7 +107,7 @@ pub fn render_class(index: &Index, name: &str, settings: &RenderSettings, now: &
         admin,
         auth,
         listeners,
-        clusters: gateway::clusters(index, &routes, settings),
+        clusters: gateway::clusters(index, &routes, settings, cluster_errors),
     };
     out.config_map = Some(config_map(&ready, config.to_json()));
     out
