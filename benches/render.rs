@@ -5,13 +5,57 @@
 //! - the same on the fixture of upstream's `BenchmarkRenderPipeline` (N = 1 ... 512), for
 //!   scripts/bench-go to set beside upstream's own figures;
 //! - incremental: one EndpointSlice change among 5,000 Gateways renders only its Gateway.
+//!
+//! Each full render also reports its heap allocations per Gateway (a counting global allocator:
+//! a figure the machine's load does not change). `--profile N RUNS` builds only the index of N
+//! combos and renders it RUNS times: run under `perf stat -e instructions:u` with two values of
+//! RUNS, the difference over the extra runs is the render's instruction count.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::json;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use stunner_gateway::index::{Dirty, Index, Resource, decode_value};
 use stunner_gateway::render::{RenderSettings, render, render_all};
+
+/// The system allocator, counting allocations (reallocations included: each may move).
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s contract;
+// the counter is a relaxed atomic that allocates nothing.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's guarantees for `layout` are passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` with this `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` came from `System` with this `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The heap allocations `f` makes.
+fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    f();
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
 
 fn object(v: serde_json::Value) -> Resource {
     decode_value(v).expect("bench fixture decodes")
@@ -122,6 +166,11 @@ fn upstream_index(n: usize) -> Index {
     index
 }
 
+/// The most heap allocations a full render may make per Gateway of `index(n)` from 8 combos
+/// on (fewer combos share the class's and config's work less): 259 before the renderer looked
+/// the index up by borrowed keys and rendered each route's cluster once, 204 after.
+const ALLOCATIONS_PER_GATEWAY: f64 = 210.0;
+
 /// Mean time per run over enough runs to fill about a second (at least 3).
 fn measure(mut f: impl FnMut()) -> Duration {
     let start = Instant::now();
@@ -136,15 +185,32 @@ fn measure(mut f: impl FnMut()) -> Duration {
 fn main() {
     let settings = RenderSettings::default();
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2024-01-01T00:00:00Z".parse().unwrap());
-    let full = std::env::args().any(|a| a == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        let arg = |j: usize| args.get(i + j).and_then(|a| a.parse().ok()).expect("usage: --profile N RUNS");
+        let (n, runs): (usize, usize) = (arg(1), arg(2));
+        let index = index(n);
+        let allocated = allocations(|| {
+            for _ in 0..runs {
+                drop(black_box(render_all(&index, &settings, &now)));
+            }
+        });
+        println!("{n} combos, {runs} renders: {:.1} allocations/gateway", allocated as f64 / (n * runs.max(1)) as f64);
+        return;
+    }
+    let full = args.iter().any(|a| a == "--bench");
     let (sizes, many): (&[usize], usize) = if full { (&[1, 8, 64, 512, 1024, 4096], 5000) } else { (&[1, 8], 50) };
     for &n in sizes {
         let index = index(n);
+        let allocated = allocations(|| drop(black_box(render_all(&index, &settings, &now))));
+        let per_gateway = allocated as f64 / n as f64;
+        assert!(n < 8 || per_gateway <= ALLOCATIONS_PER_GATEWAY, "{per_gateway} allocations per Gateway at N = {n}");
         let t = measure(|| drop(black_box(render_all(&index, &settings, &now))));
         println!(
-            "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway)",
+            "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway, {:.1} allocations/gateway)",
             t.as_secs_f64() * 1e3,
-            t.as_secs_f64() * 1e6 / n as f64
+            t.as_secs_f64() * 1e6 / n as f64,
+            per_gateway
         );
     }
     let upstream_sizes: &[usize] = if full { &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512] } else { &[1, 2] };

@@ -91,7 +91,8 @@ impl Index {
             for from in g.spec.from.iter().filter(|f| f.namespace != ns) {
                 for route_kind in from_route_kinds(from) {
                     for backend in &backends {
-                        let referrers = self.referrers(backend, route_kind).filter(|k| k.namespace == from.namespace);
+                        let referrers =
+                            self.referrers(backend.view(), route_kind).filter(|k| k.namespace == from.namespace);
                         routes.extend(referrers.map(|k| ObjRef::new(route_kind, k.clone())));
                     }
                 }

@@ -17,7 +17,7 @@ mod refs;
 pub use convert::convert_gateway_udp_route;
 pub use decode::{DecodeError, decode_value};
 pub use dirty::Dirty;
-pub use key::{ObjRef, ObjectKey};
+pub use key::{AsKeyView, AsObjRefView, KeyView, Lookup, ObjRef, ObjRefView, ObjectKey};
 pub use kinds::{Kind, KindVisitor, Resource, Wire};
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
 
@@ -83,14 +83,20 @@ impl Index {
         dirty
     }
 
-    /// Every Gateway, route and class: what a full re-render covers.
+    /// Every Gateway, route and class: what a full re-render covers. Collected, not
+    /// inserted one by one: the keys come sorted, and a set built from a sorted sequence needs
+    /// no search per key.
     pub fn everything(&self) -> Dirty {
-        let mut dirty = Dirty::default();
-        dirty.gateways.extend(self.gateways().keys().cloned());
-        dirty.routes.extend(self.udp_routes().keys().map(|k| ObjRef::new(Kind::UdpRoute, k.clone())));
-        dirty.routes.extend(self.gateway_udp_routes().keys().map(|k| ObjRef::new(Kind::GatewayUdpRoute, k.clone())));
-        dirty.classes.extend(self.gateway_classes().keys().map(|k| k.name.clone()));
-        dirty
+        fn routes<T>(kind: Kind, store: &Store<T>) -> impl Iterator<Item = ObjRef> + '_ {
+            store.keys().map(move |k| ObjRef::new(kind, k.clone()))
+        }
+        Dirty {
+            gateways: self.gateways().keys().cloned().collect(),
+            routes: routes(Kind::UdpRoute, self.udp_routes())
+                .chain(routes(Kind::GatewayUdpRoute, self.gateway_udp_routes()))
+                .collect(),
+            classes: self.gateway_classes().keys().map(|k| k.name.clone()).collect(),
+        }
     }
 
     /// A copy of the object `r`, if stored.
@@ -103,8 +109,18 @@ impl Index {
     }
 
     /// The objects of kind `kind` that refer to `target`, in key order.
-    pub fn referrers<'a>(&'a self, target: &ObjRef, kind: Kind) -> impl Iterator<Item = &'a ObjectKey> + use<'a> {
-        self.reverse.get(target).into_iter().flatten().filter(move |r| r.kind == kind).map(|r| &r.key)
+    pub fn referrers<'a>(
+        &'a self,
+        target: ObjRefView<'_>,
+        kind: Kind,
+    ) -> impl Iterator<Item = &'a ObjectKey> + use<'a> {
+        self.all_referrers(target).filter(move |r| r.kind == kind).map(|r| &r.key)
+    }
+
+    /// Every object that refers to `target`, by kind (in declaration order), then key: one
+    /// search for several kinds.
+    pub fn all_referrers<'a>(&'a self, target: ObjRefView<'_>) -> impl Iterator<Item = &'a ObjRef> + use<'a> {
+        self.reverse.get(&target as &dyn AsObjRefView).into_iter().flatten()
     }
 
     /// The objects `source` refers to, in the order the object names them.

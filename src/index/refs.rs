@@ -4,7 +4,7 @@
 //! [`Index::affected`] walks from a changed object to the Gateways whose rendering reads it,
 //! the routes whose status may change and the GatewayClasses whose status may change.
 
-use super::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
+use super::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, Resource};
 use crate::keys::{RELATED_GATEWAY_NAME, SERVICE_NAME_LABEL};
 use crate::resources::{BackendRef, GROUP, GatewayClass, ParentReference, UdpRoute};
 use k8s_openapi::api::core::v1::Node;
@@ -13,10 +13,10 @@ use k8s_openapi::api::core::v1::Node;
 pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
 
 /// The Gateway a route's parentRef names, if it names a Gateway at all.
-pub fn parent_gateway(route_namespace: &str, p: &ParentReference) -> Option<ObjectKey> {
+pub fn parent_gateway<'a>(route_namespace: &'a str, p: &'a ParentReference) -> Option<KeyView<'a>> {
     let group_ok = p.group.as_deref().is_none_or(|g| g == GATEWAY_API_GROUP);
     let kind_ok = p.kind.as_deref().is_none_or(|k| k == "Gateway");
-    (group_ok && kind_ok).then(|| ObjectKey::new(p.namespace.as_deref().unwrap_or(route_namespace), &p.name))
+    (group_ok && kind_ok).then(|| KeyView::new(p.namespace.as_deref().unwrap_or(route_namespace), &p.name))
 }
 
 /// The Service or StaticService a backendRef names, if it is one of those.
@@ -31,10 +31,10 @@ pub fn backend_target(route_namespace: &str, b: &BackendRef) -> Option<ObjRef> {
 
 /// The GatewayConfig a GatewayClass's `parametersRef` names, when it has the shape STUNner
 /// requires (group `stunner.l7mp.io`, kind `GatewayConfig`, a namespace and a name).
-pub fn class_config(class: &GatewayClass) -> Option<ObjectKey> {
+pub fn class_config(class: &GatewayClass) -> Option<KeyView<'_>> {
     let p = class.spec.parameters_ref.as_ref()?;
     let namespace = p.namespace.as_deref().filter(|ns| !ns.is_empty())?;
-    (p.group == GROUP && p.kind == "GatewayConfig" && !p.name.is_empty()).then(|| ObjectKey::new(namespace, &p.name))
+    (p.group == GROUP && p.kind == "GatewayConfig" && !p.name.is_empty()).then(|| KeyView::new(namespace, &p.name))
 }
 
 /// A Node's external address: its first ExternalIP, else its first ExternalDNS name.
@@ -57,7 +57,7 @@ fn route_refs(ns: &str, route: &UdpRoute) -> Vec<ObjRef> {
     let parents = route.spec.parent_refs.iter().filter_map(|p| parent_gateway(ns, p));
     let backends = route.spec.rules.iter().flat_map(|r| &r.backend_refs).filter_map(|b| backend_target(ns, b));
     parents
-        .map(|k| ObjRef::new(Kind::Gateway, k))
+        .map(|k| ObjRef::new(Kind::Gateway, k.to_owned()))
         .chain(backends)
         .chain([ObjRef::new(Kind::Namespace, ObjectKey::cluster(ns))])
         .collect()
@@ -67,7 +67,9 @@ fn route_refs(ns: &str, route: &UdpRoute) -> Vec<ObjRef> {
 pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
     let ns = namespace_of(r);
     match r {
-        Resource::GatewayClass(c) => class_config(c).map(|k| ObjRef::new(Kind::GatewayConfig, k)).into_iter().collect(),
+        Resource::GatewayClass(c) => {
+            class_config(c).map(|k| ObjRef::new(Kind::GatewayConfig, k.to_owned())).into_iter().collect()
+        }
         Resource::Gateway(gw) => {
             let class = ObjRef::new(Kind::GatewayClass, ObjectKey::cluster(&gw.spec.gateway_class_name));
             let certs = gw.spec.listeners.iter().filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref()).flatten();
@@ -109,7 +111,7 @@ impl Index {
     }
 
     fn walk(&self, r: &ObjRef, dirty: &mut Dirty) {
-        let referrers = |kind| self.referrers(r, kind).cloned().collect::<Vec<_>>();
+        let referrers = |kind| self.referrers(r.view(), kind).cloned().collect::<Vec<_>>();
         match r.kind {
             Kind::GatewayClass => {
                 dirty.classes.insert(r.key.name.clone());
@@ -159,12 +161,12 @@ impl Index {
     /// it). The class counts because a deleted Gateway is no longer in the index when it is
     /// rendered: legacy mode renders per class, and must drop the Gateway's listeners.
     fn mark_gateway(&self, gw: &ObjectKey, dirty: &mut Dirty) {
-        let r = ObjRef::new(Kind::Gateway, gw.clone());
         let Some(stored) = self.gateways().get(gw) else { return };
         dirty.classes.insert(stored.spec.gateway_class_name.clone());
         dirty.gateways.insert(gw.clone());
         for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
-            dirty.routes.extend(self.referrers(&r, kind).map(|k| ObjRef::new(kind, k.clone())));
+            let referrers = self.referrers(ObjRefView::new(Kind::Gateway, gw), kind);
+            dirty.routes.extend(referrers.map(|k| ObjRef::new(kind, k.clone())));
         }
     }
 

@@ -1,7 +1,7 @@
 //! Public address discovery: where clients reach each listener (spec §3.9).
 
 use super::listener::service_protocol;
-use crate::index::{Index, Kind, ObjRef, ObjectKey};
+use crate::index::{Index, Kind, ObjRefView, ObjectKey};
 use gateway_api::gateways::Gateway;
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 
@@ -34,8 +34,7 @@ pub fn gateway_service<'a>(index: &'a Index, key: &ObjectKey, gw: &Gateway) -> O
                 && o.uid == gw.metadata.uid.clone().unwrap_or_default()
         })
     };
-    let target = ObjRef::new(Kind::Gateway, key.clone());
-    let candidates = index.referrers(&target, Kind::Service);
+    let candidates = index.referrers(ObjRefView::new(Kind::Gateway, key), Kind::Service);
     let mut best: Option<&Service> = None;
     for s in candidates.filter_map(|k| index.services().get(k)).filter(owned) {
         if best.is_none_or(|b| rank(s) > rank(b)) {

@@ -1,6 +1,6 @@
 //! Which routes attach to which Gateway listeners (spec §3.7).
 
-use crate::index::{Index, Kind, ObjRef, ObjectKey, parent_gateway};
+use crate::index::{Index, KeyView, Kind, Lookup, ObjRef, ObjRefView, ObjectKey, parent_gateway};
 use crate::resources::{ParentReference, UdpRoute};
 use gateway_api::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as From,
@@ -17,7 +17,7 @@ pub struct Route<'a> {
     pub route: &'a UdpRoute,
 }
 
-impl Route<'_> {
+impl<'a> Route<'a> {
     pub fn namespace(&self) -> &str {
         &self.key.namespace
     }
@@ -25,39 +25,53 @@ impl Route<'_> {
     pub fn obj_ref(&self) -> ObjRef {
         ObjRef::new(self.kind, self.key.clone())
     }
+
+    pub fn view(&self) -> ObjRefView<'a> {
+        ObjRefView::new(self.kind, self.key)
+    }
 }
 
 /// Whether a v1alpha2 route is hidden by the v1 route of the same name.
-pub fn is_masked(index: &Index, r: &ObjRef) -> bool {
-    r.kind == Kind::GatewayUdpRoute && index.udp_routes().contains_key(&r.key)
+pub fn is_masked(index: &Index, r: ObjRefView<'_>) -> bool {
+    r.kind == Kind::GatewayUdpRoute && index.udp_routes().contains(r.key)
 }
 
 /// A route by reference, if stored (masked v1alpha2 routes included).
-pub fn route<'a>(index: &'a Index, r: &'a ObjRef) -> Option<Route<'a>> {
+pub fn route<'a>(index: &'a Index, r: ObjRefView<'_>) -> Option<Route<'a>> {
     let store = match r.kind {
         Kind::UdpRoute => index.udp_routes(),
         Kind::GatewayUdpRoute => index.gateway_udp_routes(),
         _ => return None,
     };
-    store.get(&r.key).map(|route| Route { kind: r.kind, key: &r.key, route })
+    store.lookup_key_value(r.key).map(|(key, route)| Route { kind: r.kind, key, route })
+}
+
+/// Whether objects of `kind` are routes.
+pub fn is_route(kind: Kind) -> bool {
+    matches!(kind, Kind::UdpRoute | Kind::GatewayUdpRoute)
 }
 
 /// The routes naming a Gateway as parent: v1 routes, then unmasked v1alpha2 routes, each in
-/// key order (upstream uses store order, which is unspecified).
+/// key order (upstream uses store order, which is unspecified). Referrers come by kind, and
+/// `Kind::UdpRoute` is declared before `Kind::GatewayUdpRoute`.
 pub fn gateway_routes<'a>(index: &'a Index, gw: &ObjectKey) -> Vec<Route<'a>> {
-    let target = ObjRef::new(Kind::Gateway, gw.clone());
-    let v1 = index.referrers(&target, Kind::UdpRoute).filter_map(|k| index.udp_routes().get_key_value(k));
-    let v1 = v1.map(|(key, route)| Route { kind: Kind::UdpRoute, key, route });
-    let v1a2 = index.referrers(&target, Kind::GatewayUdpRoute).filter(|k| !index.udp_routes().contains_key(*k));
-    let v1a2 = v1a2.filter_map(|k| index.gateway_udp_routes().get_key_value(k));
-    v1.chain(v1a2.map(|(key, route)| Route { kind: Kind::GatewayUdpRoute, key, route })).collect()
+    let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, gw));
+    let route = |r: &'a ObjRef| {
+        let stored = match r.kind {
+            Kind::UdpRoute => index.udp_routes().get(&r.key),
+            Kind::GatewayUdpRoute if !index.udp_routes().contains_key(&r.key) => index.gateway_udp_routes().get(&r.key),
+            _ => None,
+        };
+        stored.map(|route| Route { kind: r.kind, key: &r.key, route })
+    };
+    referrers.filter_map(route).collect()
 }
 
 /// Whether parentRef `p` of a route in `route_ns` attaches to listener `l` of Gateway `gw`.
 pub fn accepts(index: &Index, gw: &Gateway, l: &GatewayListeners, route_ns: &str, p: &ParentReference) -> bool {
     let gw_ns = gw.metadata.namespace.as_deref().unwrap_or_default();
     let names_gw = parent_gateway(route_ns, p)
-        .is_some_and(|k| k.namespace == gw_ns && Some(k.name.as_str()) == gw.metadata.name.as_deref());
+        .is_some_and(|k| k.namespace == gw_ns && Some(k.name) == gw.metadata.name.as_deref());
     names_gw && p.section_name.as_ref().is_none_or(|s| *s == l.name) && namespace_allowed(index, gw_ns, l, route_ns)
 }
 
@@ -67,7 +81,7 @@ fn namespace_allowed(index: &Index, gw_ns: &str, l: &GatewayListeners, route_ns:
         Some(From::All) => true,
         Some(From::Selector) => {
             let Some(selector) = namespaces.and_then(|n| n.selector.as_ref()) else { return false };
-            let labels = index.namespaces().get(&ObjectKey::cluster(route_ns)).map(|n| n.metadata.labels.as_ref());
+            let labels = index.namespaces().lookup(KeyView::cluster(route_ns)).map(|n| n.metadata.labels.as_ref());
             match labels {
                 Some(labels) => selector_matches(selector, labels.unwrap_or(&BTreeMap::new())),
                 None => false,

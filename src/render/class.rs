@@ -4,7 +4,7 @@ use super::conditions;
 use super::error::{Reason, RenderError};
 use super::settings::{DataplaneMode, RenderSettings};
 use crate::config::go_compat::quote;
-use crate::index::{Index, ObjectKey, class_config};
+use crate::index::{Index, KeyView, Lookup, class_config};
 use crate::resources::{DEFAULT_DATAPLANE, Dataplane, GatewayClass, GatewayConfig};
 use gateway_api::gatewayclasses::GatewayClassStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 pub struct ReadyClass<'a> {
     pub class: &'a GatewayClass,
     pub config: &'a GatewayConfig,
-    pub config_key: ObjectKey,
+    pub config_key: KeyView<'a>,
     /// Always set in managed mode; legacy mode does not use Dataplanes.
     pub dataplane: Option<&'a Dataplane>,
 }
@@ -30,7 +30,7 @@ pub enum ClassState<'a> {
 }
 
 pub fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> ClassState<'a> {
-    let Some(class) = index.gateway_classes().get(&ObjectKey::cluster(name)) else {
+    let Some(class) = index.gateway_classes().lookup(KeyView::cluster(name)) else {
         return ClassState::NotOurs;
     };
     if class.spec.controller_name != settings.controller_name {
@@ -39,14 +39,14 @@ pub fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> C
     let Some(config_key) = class_config(class) else {
         return ClassState::NotOurs;
     };
-    let Some(config) = index.gateway_configs().get(&config_key) else {
+    let Some(config) = index.gateway_configs().lookup(config_key) else {
         return ClassState::Invalid(class, RenderError::missing_gateway_config(&config_key));
     };
     let dataplane = match settings.dataplane_mode {
         DataplaneMode::Legacy => None,
         DataplaneMode::Managed => {
             let name = config.spec.dataplane.as_deref().unwrap_or(DEFAULT_DATAPLANE);
-            match index.dataplanes().get(&ObjectKey::cluster(name)) {
+            match index.dataplanes().lookup(KeyView::cluster(name)) {
                 Some(dp) => Some(dp),
                 None => {
                     return ClassState::Invalid(class, RenderError::new(Reason::InvalidDataplane).at("spec.dataplane"));

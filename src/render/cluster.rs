@@ -4,7 +4,7 @@ use super::attach::Route;
 use super::error::{Reason, RenderError};
 use super::settings::RenderSettings;
 use crate::config::{CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS, ClusterConfig};
-use crate::index::{Index, Kind, ObjRef, ObjectKey};
+use crate::index::{Index, Kind, ObjRefView, ObjectKey};
 use crate::resources::{BackendRef, GROUP};
 
 /// A rendered cluster (absent when a critical error dropped it) and the last backend error,
@@ -107,7 +107,7 @@ fn backend(
 fn pod_addresses(index: &Index, svc: &ObjectKey, settings: &RenderSettings) -> Result<Vec<String>, RenderError> {
     let not_found = || RenderError::new(Reason::EndpointNotFound);
     if settings.endpoint_slices {
-        let slices = index.referrers(&ObjRef::new(Kind::Service, svc.clone()), Kind::EndpointSlice);
+        let slices = index.referrers(ObjRefView::new(Kind::Service, svc), Kind::EndpointSlice);
         let addrs: Vec<String> = slices
             .filter_map(|k| index.endpoint_slices().get(k))
             .flat_map(|s| s.endpoints.iter().flatten())

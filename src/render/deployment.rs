@@ -43,7 +43,7 @@ fn probe(path: &str) -> Probe {
     }
 }
 
-fn env_value(name: &str, value: &str) -> EnvVar {
+fn env_value(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() }
 }
 
@@ -75,10 +75,10 @@ fn container(key: &ObjectKey, dp: &Dataplane, settings: &RenderSettings) -> Cont
         |v: &Vec<String>, d: &[&str]| if v.is_empty() { d.iter().map(|s| s.to_string()).collect() } else { v.clone() };
     let mut env = vec![
         env_field("STUNNER_ADDR", "status.podIP"),
-        env_value("STUNNER_NAME", &key.name),
-        env_value("STUNNER_NAMESPACE", &key.namespace),
+        env_value("STUNNER_NAME", key.name.as_str()),
+        env_value("STUNNER_NAMESPACE", key.namespace.as_str()),
         env_field("STUNNER_NODENAME", "spec.nodeName"),
-        env_value("STUNNER_CONFIG_ORIGIN", &settings.cds_origin()),
+        env_value("STUNNER_CONFIG_ORIGIN", settings.cds_origin()),
     ];
     env.extend(spec.env.iter().cloned());
     let probes = !spec.disable_health_check;
@@ -106,9 +106,9 @@ fn container(key: &ObjectKey, dp: &Dataplane, settings: &RenderSettings) -> Cont
 pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> Deployment {
     let spec = &dp.spec;
     let related = key.to_string();
-    let gw_labels = gw.metadata.labels.clone().unwrap_or_default();
+    let gw_labels = gw.metadata.labels.iter().flatten();
     let mut labels: BTreeMap<String, String> =
-        gw_labels.into_iter().filter(|(k, _)| !settings.label_filter.contains(k)).collect();
+        gw_labels.filter(|(k, _)| !settings.label_filter.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     labels.extend(map(&[
         (OWNED_BY_LABEL, OWNED_BY_VALUE),
         (RELATED_GATEWAY_NAME, &key.name),

@@ -11,9 +11,10 @@ use super::service::{self, GatewayService};
 use super::settings::RenderSettings;
 use super::status::{self, ListenerOutcome};
 use crate::config::{ClusterConfig, ListenerConfig, STUNNER_ADDR_VAR};
-use crate::index::{Index, ObjectKey};
+use crate::index::{Index, ObjRefView, ObjectKey};
 use gateway_api::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
 
 /// What rendering one Gateway's listeners yields.
 #[derive(Debug, Clone)]
@@ -90,11 +91,26 @@ pub fn invalid_status(gw: &Gateway, err: &RenderError, settings: &RenderSettings
     status::gateway(gw, Err(err), listeners.collect(), settings, now)
 }
 
+/// The backend errors of the routes whose clusters a render made: their statuses need them,
+/// and rendering a cluster again only to learn its error would cost as much as the first time.
+pub type ClusterErrors<'a> = BTreeMap<ObjRefView<'a>, Option<RenderError>>;
+
 /// The clusters of a set of routes, sorted by name; routes whose cluster a critical error
-/// dropped have none.
-pub fn clusters(index: &Index, routes: &[Route<'_>], settings: &RenderSettings) -> Vec<ClusterConfig> {
-    let mut clusters: Vec<ClusterConfig> =
-        routes.iter().filter_map(|r| cluster::render(index, r, settings).cluster).collect();
+/// dropped have none. Each route's backend error goes to `errors`.
+pub fn clusters<'a>(
+    index: &Index,
+    routes: &[Route<'a>],
+    settings: &RenderSettings,
+    errors: &mut ClusterErrors<'a>,
+) -> Vec<ClusterConfig> {
+    let mut clusters: Vec<ClusterConfig> = routes
+        .iter()
+        .filter_map(|r| {
+            let rendered = cluster::render(index, r, settings);
+            errors.insert(r.view(), rendered.error);
+            rendered.cluster
+        })
+        .collect();
     clusters.sort_by(|a, b| a.name.cmp(&b.name));
     clusters.dedup_by(|a, b| a.name == b.name);
     clusters

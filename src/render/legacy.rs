@@ -2,11 +2,12 @@
 
 use super::class::{self, ClassState, ReadyClass};
 use super::error::RenderError;
+use super::gateway::ClusterErrors;
 use super::owner::gateway_config_owner;
 use super::settings::RenderSettings;
 use super::{GatewayOutput, Owned, admin, auth, gateway};
 use crate::config::{API_VERSION, StunnerConfig};
-use crate::index::{Index, Kind, ObjRef, ObjectKey};
+use crate::index::{Index, KeyView, Kind, ObjRefView, ObjectKey};
 use crate::keys::{OWNED_BY_LABEL, OWNED_BY_VALUE, RELATED_GATEWAY_NAME};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -25,7 +26,7 @@ pub struct LegacyClass {
 }
 
 fn config_map(ready: &ReadyClass<'_>, content: String) -> (ObjectKey, Owned<ConfigMap>) {
-    let key = ObjectKey::new(&ready.config_key.namespace, CONFIG_MAP_NAME);
+    let key = ObjectKey::new(ready.config_key.namespace, CONFIG_MAP_NAME);
     let class_key = ObjectKey::cluster(ready.class.metadata.name.clone().unwrap_or_default());
     let cm = ConfigMap {
         metadata: ObjectMeta {
@@ -57,9 +58,15 @@ fn invalidate(
     LegacyClass { gateways: gateways.collect(), config_map: None, error: Some(e.clone()) }
 }
 
-pub fn render_class(index: &Index, name: &str, settings: &RenderSettings, now: &Time) -> LegacyClass {
-    let class_ref = ObjRef::new(Kind::GatewayClass, ObjectKey::cluster(name));
-    let keys: Vec<ObjectKey> = index.referrers(&class_ref, Kind::Gateway).cloned().collect();
+pub fn render_class<'a>(
+    index: &'a Index,
+    name: &str,
+    settings: &RenderSettings,
+    now: &Time,
+    cluster_errors: &mut ClusterErrors<'a>,
+) -> LegacyClass {
+    let class_ref = ObjRefView::new(Kind::GatewayClass, KeyView::cluster(name));
+    let keys: Vec<ObjectKey> = index.referrers(class_ref, Kind::Gateway).cloned().collect();
     let ready = match class::resolve(index, name, settings) {
         ClassState::NotOurs => {
             let gone = keys.into_iter().map(|k| (k.clone(), GatewayOutput::removed(index, &k, Owned::Keep, settings)));
@@ -100,7 +107,7 @@ pub fn render_class(index: &Index, name: &str, settings: &RenderSettings, now: &
         admin,
         auth,
         listeners,
-        clusters: gateway::clusters(index, &routes, settings),
+        clusters: gateway::clusters(index, &routes, settings, cluster_errors),
     };
     out.config_map = Some(config_map(&ready, config.to_json()));
     out

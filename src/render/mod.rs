@@ -27,10 +27,11 @@ pub use service::parse_port_map;
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
 
 use crate::config::{API_VERSION, StunnerConfig};
-use crate::index::{Dirty, Index, Kind, ObjRef, ObjectKey, class_config, parent_gateway};
+use crate::index::{Dirty, Index, KeyView, Kind, Lookup, ObjRef, ObjRefView, ObjectKey, class_config, parent_gateway};
 use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE};
 use crate::resources::UdpRouteStatus;
 use class::ClassState;
+use gateway::ClusterErrors;
 use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
 use gateway_api::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -122,7 +123,7 @@ pub struct InvalidConfig {
 impl InvalidConfig {
     /// `e` as a fault of `class`'s GatewayConfig, if it is one.
     fn of(class: &GatewayClass, e: &RenderError) -> Option<Self> {
-        Some(InvalidConfig { config: class_config(class)?, field: e.field()?, message: e.to_string() })
+        Some(InvalidConfig { config: class_config(class)?.to_owned(), field: e.field()?, message: e.to_string() })
     }
 }
 
@@ -147,23 +148,30 @@ pub fn finalize(index: &Index, settings: &RenderSettings, now: &Time) -> RenderO
 /// Gateways).
 pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Time) -> RenderOutput {
     let mut out = RenderOutput::default();
-    let mut classes = dirty.classes.clone();
-    let mut routes = dirty.routes.clone();
+    // What else to render, borrowed from `dirty` and the index: owned copies are made only of
+    // the keys that end up in the output.
+    let mut classes: BTreeSet<&str> = dirty.classes.iter().map(String::as_str).collect();
+    let mut routes: BTreeSet<ObjRefView<'_>> = dirty.routes.iter().map(ObjRef::view).collect();
     let mut class_errors = BTreeMap::new();
+    let mut cluster_errors = ClusterErrors::new();
     match settings.dataplane_mode {
         DataplaneMode::Managed => {
-            for key in &dirty.gateways {
-                let gateway = managed_gateway(index, key, settings, now, &mut out.invalid_configs);
-                out.gateways.insert(key.clone(), gateway);
-            }
+            // Collected, not inserted one by one: the keys come sorted.
+            out.gateways = (dirty.gateways.iter())
+                .map(|key| {
+                    let gateway =
+                        managed_gateway(index, key, settings, now, &mut out.invalid_configs, &mut cluster_errors);
+                    (key.clone(), gateway)
+                })
+                .collect();
         }
         DataplaneMode::Legacy => {
             let of_gateways = dirty.gateways.iter().filter_map(|k| index.gateways().get(k));
-            let names: BTreeSet<String> =
-                of_gateways.map(|gw| gw.spec.gateway_class_name.clone()).chain(classes.iter().cloned()).collect();
+            let names: BTreeSet<&str> =
+                of_gateways.map(|gw| gw.spec.gateway_class_name.as_str()).chain(classes.iter().copied()).collect();
             for name in names {
-                let rendered = legacy::render_class(index, &name, settings, now);
-                let class = index.gateway_classes().get(&ObjectKey::cluster(&name));
+                let rendered = legacy::render_class(index, name, settings, now, &mut cluster_errors);
+                let class = index.gateway_classes().lookup(KeyView::cluster(name));
                 if let Some(invalid) = class.zip(rendered.error.as_ref()).and_then(|(c, e)| InvalidConfig::of(c, e)) {
                     out.invalid_configs.extend(rendered.gateways.keys().map(|k| (k.clone(), invalid.clone())));
                 }
@@ -182,26 +190,22 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
         }
     }
     for key in out.gateways.keys() {
-        let target = ObjRef::new(Kind::Gateway, key.clone());
-        for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
-            routes.extend(index.referrers(&target, kind).map(|k| ObjRef::new(kind, k.clone())));
-        }
+        let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, key));
+        routes.extend(referrers.filter(|r| attach::is_route(r.kind)).map(ObjRef::view));
         if let Some(gw) = index.gateways().get(key) {
-            classes.insert(gw.spec.gateway_class_name.clone());
+            classes.insert(&gw.spec.gateway_class_name);
         }
     }
-    for r in routes {
-        if let Some(status) = route_status(index, &r, settings, now) {
-            out.routes.insert(r, status);
-        }
-    }
+    out.routes = (routes.into_iter())
+        .filter_map(|r| Some((r.to_owned(), route_status(index, r, settings, now, &mut cluster_errors)?)))
+        .collect();
     for name in classes {
-        let state = match (class::resolve(index, &name, settings), class_errors.remove(&name)) {
+        let state = match (class::resolve(index, name, settings), class_errors.remove(name)) {
             (ClassState::Ready(c), Some(e)) => ClassState::Invalid(c.class, e),
             (state, _) => state,
         };
         if let Some(status) = class::status(&state, settings, now) {
-            out.classes.insert(name, status);
+            out.classes.insert(name.to_owned(), status);
         }
     }
     out
@@ -209,12 +213,13 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
 
 /// Managed mode: one config, Service and Deployment per Gateway. A Gateway withdrawn for its
 /// GatewayConfig's fault is also listed in `invalid_configs`.
-fn managed_gateway(
-    index: &Index,
+fn managed_gateway<'a>(
+    index: &'a Index,
     key: &ObjectKey,
     settings: &RenderSettings,
     now: &Time,
     invalid_configs: &mut BTreeMap<ObjectKey, InvalidConfig>,
+    cluster_errors: &mut ClusterErrors<'a>,
 ) -> GatewayOutput {
     let Some(gw) = index.gateways().get(key) else {
         return GatewayOutput::removed(index, key, Owned::Delete, settings);
@@ -239,7 +244,7 @@ fn managed_gateway(
         admin,
         auth,
         listeners: rendered.listeners,
-        clusters: gateway::clusters(index, &rendered.routes, settings),
+        clusters: gateway::clusters(index, &rendered.routes, settings, cluster_errors),
     };
     let disabled = gw
         .metadata
@@ -279,19 +284,28 @@ fn invalidated(gw: &Gateway, e: &RenderError, settings: &RenderSettings, now: &T
 }
 
 /// A route's status, if it is ours to report: some parentRef names a stored Gateway of one of
-/// our classes.
-fn route_status(index: &Index, r: &ObjRef, settings: &RenderSettings, now: &Time) -> Option<UdpRouteStatus> {
+/// our classes. `cluster_errors` holds the backend errors of the clusters rendered already.
+fn route_status<'a>(
+    index: &'a Index,
+    r: ObjRefView<'a>,
+    settings: &RenderSettings,
+    now: &Time,
+    cluster_errors: &mut ClusterErrors<'a>,
+) -> Option<UdpRouteStatus> {
     let route = attach::route(index, r)?;
     let controlled = route.route.spec.parent_refs.iter().any(|p| {
-        let gw = parent_gateway(route.namespace(), p).and_then(|k| index.gateways().get(&k));
+        let gw = parent_gateway(route.namespace(), p).and_then(|k| index.gateways().lookup(k));
         gw.is_some_and(|gw| class::is_ours(index, &gw.spec.gateway_class_name, settings))
     });
     if !controlled {
         return None;
     }
     let masked = attach::is_masked(index, r);
-    let rendered = cluster::render(index, &route, settings);
-    Some(status::route(index, &route, rendered.error.as_ref(), masked, settings, now))
+    let error = match cluster_errors.remove(&r) {
+        Some(error) => error,
+        None => cluster::render(index, &route, settings).error,
+    };
+    Some(status::route(index, &route, error.as_ref(), masked, settings, now))
 }
 
 #[cfg(test)]

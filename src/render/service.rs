@@ -39,7 +39,13 @@ pub fn parse_port_map(v: &str) -> BTreeMap<String, i32> {
         .collect()
 }
 
-fn is_true(v: Option<&String>, expected: &str) -> bool {
+/// Whether an annotation key is one of the operator's own (`stunner.l7mp.io...`, any case).
+fn is_operator_key(key: &str) -> bool {
+    let group = crate::resources::GROUP;
+    key.get(..group.len()).is_some_and(|prefix| prefix.eq_ignore_ascii_case(group))
+}
+
+fn is_true(v: Option<&&str>, expected: &str) -> bool {
     v.is_some_and(|v| v.eq_ignore_ascii_case(expected))
 }
 
@@ -52,7 +58,7 @@ fn is_health_key(key: &str, suffix: &str) -> bool {
 /// The cloud health-check port announced by `service.beta.kubernetes.io/*health*port` and
 /// `*health*protocol` annotations, if both are present and valid. Keys are scanned in sorted
 /// order, so with several matches the last by name wins.
-fn health_check_port(annotations: &BTreeMap<String, String>) -> Option<ServicePort> {
+fn health_check_port(annotations: &BTreeMap<&str, &str>) -> Option<ServicePort> {
     let matching = |suffix: &'static str| annotations.iter().filter(move |(k, _)| is_health_key(k, suffix));
     let mut port = 0;
     for (_, v) in matching("port") {
@@ -84,30 +90,31 @@ pub fn render(
         return None;
     }
     let stored = index.services().get(key);
-    let gw_annotations = gw.metadata.annotations.clone().unwrap_or_default();
+    let gw_annotations = gw.metadata.annotations.as_ref();
     let lb_annotations = &config.spec.load_balancer_service_annotations;
     let mut requested = lb_annotations.clone();
-    requested.extend(gw_annotations.clone());
+    requested.extend(gw_annotations.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
     requested.insert(RELATED_GATEWAY_NAME.into(), key.to_string());
     requested.insert(CONTROLLER_NAME.into(), settings.controller_name.clone());
 
     // Settings are read from what the live object will carry: its annotations, minus the
-    // operator's own keys it no longer requests, plus the requested ones.
-    let mut merged: BTreeMap<String, String> = stored
-        .and_then(|s| s.metadata.annotations.clone())
-        .unwrap_or_default()
+    // operator's own keys it no longer requests, plus the requested ones (borrowed: only read).
+    let mut merged: BTreeMap<&str, &str> = stored
+        .and_then(|s| s.metadata.annotations.as_ref())
         .into_iter()
-        .filter(|(k, _)| !k.to_ascii_lowercase().starts_with(crate::resources::GROUP) || requested.contains_key(k))
+        .flatten()
+        .filter(|(k, _)| !is_operator_key(k) || requested.contains_key(*k))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    merged.extend(requested.clone());
+    merged.extend(requested.iter().map(|(k, v)| (k.as_str(), v.as_str())));
 
-    let requested_type = gw_annotations.get(SERVICE_TYPE).or(lb_annotations.get(SERVICE_TYPE));
+    let requested_type = gw_annotations.and_then(|a| a.get(SERVICE_TYPE)).or(lb_annotations.get(SERVICE_TYPE));
     let service_type =
         requested_type.map(String::as_str).filter(|t| SERVICE_TYPES.contains(t)).unwrap_or("LoadBalancer");
     let mixed = is_true(merged.get(ENABLE_MIXED_PROTOCOL_LB), "true");
     let node_ports = merged.get(NODE_PORT).map(|v| parse_port_map(v)).unwrap_or_default();
     let target_ports = merged.get(TARGET_PORT).map(|v| parse_port_map(v)).unwrap_or_default();
-    let stored_ports = stored.and_then(|s| s.spec.as_ref()?.ports.clone()).unwrap_or_default();
+    let stored_ports = stored.and_then(|s| s.spec.as_ref()?.ports.as_deref()).unwrap_or_default();
 
     let mut ports = Vec::new();
     let mut first_protocol = None;
@@ -201,7 +208,7 @@ mod tests {
 
     #[test]
     fn health_check_needs_port_and_protocol() {
-        let ann = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let ann = |kv: &[(&'static str, &'static str)]| kv.iter().copied().collect::<BTreeMap<_, _>>();
         let aws = ann(&[
             ("service.beta.kubernetes.io/aws-load-balancer-healthcheck-port", "8080"),
             ("service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol", "HTTP"),

@@ -7,7 +7,7 @@ use super::class;
 use super::conditions::{build, keep_times, prune, set};
 use super::error::{Reason, RenderError};
 use super::settings::RenderSettings;
-use crate::index::{Index, ObjectKey, parent_gateway};
+use crate::index::{Index, KeyView, Lookup, parent_gateway};
 use crate::resources::{ParentReference, RouteParentStatus, UdpRouteStatus};
 use gateway_api::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
@@ -149,16 +149,32 @@ const UNRESOLVED: &str = "at least one backend reference failed to be successful
 /// The `ResolvedRefs` message of a route with a backend refused for want of a ReferenceGrant.
 const NOT_PERMITTED: &str = "at least one backend reference to another namespace is not permitted by a ReferenceGrant";
 
+/// A parentRef's group and kind as a route status shows them: defaults left out.
+fn status_group_kind(p: &ParentReference) -> (Option<&str>, Option<&str>) {
+    let group = p.group.as_deref().filter(|g| *g != crate::index::GATEWAY_API_GROUP);
+    (group, p.kind.as_deref().filter(|k| *k != "Gateway"))
+}
+
 /// The copy of a parentRef that goes into a route status: defaults and `port` left out.
 fn status_parent_ref(p: &ParentReference) -> ParentReference {
+    let (group, kind) = status_group_kind(p);
     ParentReference {
-        group: p.group.clone().filter(|g| g != crate::index::GATEWAY_API_GROUP),
-        kind: p.kind.clone().filter(|k| k != "Gateway"),
+        group: group.map(str::to_owned),
+        kind: kind.map(str::to_owned),
         namespace: p.namespace.clone(),
         name: p.name.clone(),
         section_name: p.section_name.clone(),
         port: None,
     }
+}
+
+/// Whether two parentRefs are the same status entry's: equal once `status_parent_ref` applied
+/// (compared in place, without the copies).
+fn same_status_parent(a: &ParentReference, b: &ParentReference) -> bool {
+    status_group_kind(a) == status_group_kind(b)
+        && a.namespace == b.namespace
+        && a.name == b.name
+        && a.section_name == b.section_name
 }
 
 /// A route's status. Each parentRef gets an entry from this controller (in spec order); entries
@@ -182,10 +198,10 @@ pub fn route(
     let mut parents: Vec<RouteParentStatus> =
         old.iter().filter(|p| p.controller_name != settings.controller_name).cloned().collect();
     for p in &r.route.spec.parent_refs {
-        let id = ObjectKey::new(p.namespace.as_deref().unwrap_or(ns), &p.name);
+        let id = KeyView::new(p.namespace.as_deref().unwrap_or(ns), &p.name);
         // Only Gateways of our classes exist as parents: upstream never stores the others.
         let gw = parent_gateway(ns, p)
-            .and_then(|k| index.gateways().get(&k))
+            .and_then(|k| index.gateways().lookup(k))
             .filter(|gw| class::is_ours(index, &gw.spec.gateway_class_name, settings));
         let accepted = match gw {
             _ if masked => {
@@ -212,14 +228,16 @@ pub fn route(
                 build("ResolvedRefs", "False", reason, message, g, now)
             }
         };
-        let parent_ref = status_parent_ref(p);
         let mut conditions = vec![accepted, resolved];
         // The API server stores parentRefs with group and kind defaulted: compare the same way.
-        let previous = old
-            .iter()
-            .find(|o| o.controller_name == settings.controller_name && status_parent_ref(&o.parent_ref) == parent_ref);
+        let previous =
+            old.iter().find(|o| o.controller_name == settings.controller_name && same_status_parent(&o.parent_ref, p));
         keep_times(previous.map(|o| o.conditions.as_slice()).unwrap_or_default(), &mut conditions);
-        parents.push(RouteParentStatus { parent_ref, controller_name: settings.controller_name.clone(), conditions });
+        parents.push(RouteParentStatus {
+            parent_ref: status_parent_ref(p),
+            controller_name: settings.controller_name.clone(),
+            conditions,
+        });
     }
     UdpRouteStatus { parents }
 }
