@@ -1,4 +1,4 @@
-//! Object identity: the `namespace/name` key of an object and its kind.
+//! Object identity: the `namespace/name` key of an object (with its kind: [`super::ObjRef`]).
 
 use std::fmt;
 
@@ -36,18 +36,5 @@ impl ObjectKey {
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// One object of the index: its kind and key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjRef {
-    pub kind: super::Kind,
-    pub key: ObjectKey,
-}
-
-impl ObjRef {
-    pub fn new(kind: super::Kind, key: ObjectKey) -> Self {
-        ObjRef { kind, key }
     }
 }

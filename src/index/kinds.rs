@@ -8,7 +8,8 @@
 //! read, `Variant(WireType => StoredType) in field` (`StoredType: From<WireType>`); `also "v"`
 //! lists older versions whose objects decode with the same type.
 
-use super::{DecodeError, Index, ObjRef, ObjectKey, Store};
+use super::error::DecodeError;
+use super::key::ObjectKey;
 use crate::resources::{
     Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
 };
@@ -20,7 +21,53 @@ use kube::core::ApiResource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+
+/// One object of the index: its kind and key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjRef {
+    pub kind: Kind,
+    pub key: ObjectKey,
+}
+
+impl ObjRef {
+    pub fn new(kind: Kind, key: ObjectKey) -> Self {
+        ObjRef { kind, key }
+    }
+}
+
+/// A typed map of one kind, by key.
+pub type Store<T> = BTreeMap<ObjectKey, T>;
+
+/// Every watched object, with forward and reverse references between them. Declared with the
+/// table because its storage is one typed map per kind; what it does is in the parent module
+/// (changes), `refs` (what a change affects) and `grants` (ReferenceGrants).
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    pub(super) stores: Stores,
+    /// What each object refers to (see `refs::forward_refs`).
+    pub(super) forward: BTreeMap<ObjRef, Vec<ObjRef>>,
+    /// The reverse of `forward`: who refers to an object (which may not exist).
+    pub(super) reverse: BTreeMap<ObjRef, BTreeSet<ObjRef>>,
+}
+
+impl Resource {
+    /// The object's key; cluster-scoped kinds ignore any namespace the object carries.
+    pub fn key(&self) -> ObjectKey {
+        let meta = self.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        if self.kind().is_cluster_scoped() {
+            ObjectKey::cluster(name)
+        } else {
+            ObjectKey::new(meta.namespace.clone().unwrap_or_default(), name)
+        }
+    }
+
+    pub fn obj_ref(&self) -> ObjRef {
+        ObjRef::new(self.kind(), self.key())
+    }
+}
 
 /// What a type read from the API server (or a manifest) needs to be a watched kind.
 pub trait Wire:
