@@ -6,6 +6,7 @@
 //! the typed accessors and the reverse-reference queries. Everything is keyed and iterated in
 //! [`ObjectKey`] order, so nothing here depends on insertion order.
 
+mod controller;
 mod convert;
 mod decode;
 mod dirty;
@@ -15,6 +16,7 @@ mod key;
 mod kinds;
 mod refs;
 
+pub use controller::Controller;
 pub use convert::convert_gateway_udp_route;
 pub use decode::decode_value;
 pub use dirty::Dirty;
