@@ -9,7 +9,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
-use stunner_gateway::index::Kind;
+/// The `controller` label of the `controller_runtime_*` metrics, which count here what those
+/// controllers did upstream: one reconcile per object event applied to the index.
+pub use stunner_gateway::index::Controller;
 
 /// Upstream's buckets for render and update durations, in seconds.
 const DURATION_BUCKETS: [f64; 40] = [
@@ -51,47 +53,6 @@ pub struct ResourceOperationLabels {
     pub operation: String,
 }
 
-/// The controller-runtime controllers of the Go operator (`controller.New(name, ...)` in its
-/// internal/controllers), each the watcher of some kinds: the `controller` label of the
-/// `controller_runtime_*` metrics, which count here what those controllers did upstream, one
-/// reconcile per object event applied to the index.
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are upstream's controller names
-pub enum Controller {
-    gateway,
-    gatewayconfig,
-    udproute,
-    dataplane,
-    node,
-}
-
-impl Controller {
-    pub const ALL: [Controller; 5] =
-        [Controller::gateway, Controller::gatewayconfig, Controller::udproute, Controller::dataplane, Controller::node];
-
-    /// The upstream controller that watches `kind` (operator-behavior.md §2.2). Secrets are
-    /// watched by two there (TLS certificates by `gateway`, auth credentials by
-    /// `gatewayconfig`); here they count for `gatewayconfig`, where most of them belong.
-    /// ReferenceGrants, which upstream never reads, count for `udproute`, whose backends they
-    /// admit.
-    pub fn of(kind: Kind) -> Controller {
-        match kind {
-            Kind::GatewayClass | Kind::Gateway | Kind::Deployment | Kind::DaemonSet => Controller::gateway,
-            Kind::GatewayConfig | Kind::Secret => Controller::gatewayconfig,
-            Kind::UdpRoute
-            | Kind::GatewayUdpRoute
-            | Kind::StaticService
-            | Kind::Service
-            | Kind::EndpointSlice
-            | Kind::Endpoints
-            | Kind::Namespace
-            | Kind::ReferenceGrant => Controller::udproute,
-            Kind::Dataplane => Controller::dataplane,
-            Kind::Node => Controller::node,
-        }
-    }
-}
-
 /// controller-runtime's `result` label of `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
@@ -104,12 +65,14 @@ pub enum ReconcileOutcome {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
-    pub controller: Controller,
+    /// [`Controller::name`].
+    pub controller: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerResultLabels {
-    pub controller: Controller,
+    /// [`Controller::name`].
+    pub controller: &'static str,
     pub result: ReconcileOutcome,
 }
 
@@ -168,7 +131,7 @@ impl OperatorMetrics {
     /// Shows every controller's series from the start, at zero, as controller-runtime does
     /// when a controller starts: a dashboard sees `0`, not a missing series.
     pub fn init_controllers(&self) {
-        for controller in Controller::ALL {
+        for controller in Controller::ALL.iter().map(|c| c.name()) {
             for result in [
                 ReconcileOutcome::success,
                 ReconcileOutcome::error,
@@ -188,6 +151,7 @@ impl OperatorMetrics {
     /// Applying cannot fail (a bad object becomes a status condition at render), so every
     /// reconcile is a `success`; the error series stay at zero.
     pub fn reconciled(&self, controller: Controller, took: Duration) {
+        let controller = controller.name();
         let result = ReconcileOutcome::success;
         self.reconcile_total.get_or_create(&ControllerResultLabels { controller, result }).inc();
         self.reconcile_time.get_or_create(&ControllerLabels { controller }).observe(took.as_secs_f64());
@@ -196,7 +160,7 @@ impl OperatorMetrics {
     /// Marks the render loop, the one worker of every controller, busy on (or done with)
     /// `controller`'s objects.
     pub fn set_active(&self, controller: Controller, active: bool) {
-        self.active_workers.get_or_create(&ControllerLabels { controller }).set(i64::from(active));
+        self.active_workers.get_or_create(&ControllerLabels { controller: controller.name() }).set(i64::from(active));
     }
 
     pub fn register(&self, registry: &mut Registry) {
@@ -270,7 +234,7 @@ mod tests {
             .inc();
         m.reconcile_total
             .get_or_create(&ControllerResultLabels {
-                controller: Controller::gateway,
+                controller: Controller::gateway.name(),
                 result: ReconcileOutcome::success,
             })
             .inc();

@@ -6,7 +6,7 @@
 //! Decoding defaults missing keys and ignores unknown ones, so that a newer server's rows
 //! still read.
 
-use super::ConfigId;
+use super::id::ConfigId;
 use crate::proto;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

@@ -2,39 +2,15 @@
 //! plus our `/api/v1/statuses` ([`StatusList`]) and `/api/v1/clients` ([`ClientList`]).
 
 mod clients;
+mod id;
 mod status;
 
 pub use clients::{ClientConfigState, ClientInfo, ClientList};
+pub use id::ConfigId;
 pub use status::{Condition, ListenerConditions, ObjectStatus, ParentConditions, ParentRef, StatusList};
 
 use crate::config::StunnerConfig;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// A config's id: the owning Gateway's `namespace/name`, also the config's `admin.name`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ConfigId {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ConfigId {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        ConfigId { namespace: namespace.into(), name: name.into() }
-    }
-
-    /// Splits on the first `/`; ids without one are not config ids (upstream drops them).
-    pub fn parse(id: &str) -> Option<Self> {
-        let (ns, name) = id.split_once('/')?;
-        Some(Self::new(ns, name))
-    }
-}
-
-impl fmt::Display for ConfigId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
 
 /// `GET /api/v1/configs[/{namespace}]`: `items` first, never `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -91,12 +67,5 @@ mod tests {
     fn empty_list_has_items_first_and_never_null() {
         let l = ConfigList { items: vec![], version: "v1".into() };
         assert_eq!(json::to_vec(&l), br#"{"items":[],"version":"v1"}"#);
-    }
-
-    #[test]
-    fn ids_split_on_the_first_slash() {
-        assert_eq!(ConfigId::parse("a/b/c"), Some(ConfigId::new("a", "b/c")));
-        assert_eq!(ConfigId::parse("nope"), None);
-        assert_eq!(ConfigId::new("ns", "gw").to_string(), "ns/gw");
     }
 }

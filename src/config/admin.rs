@@ -1,6 +1,6 @@
 //! `admin`: the dataplane's name, logging, metrics, health check and offload settings.
 
-use super::ConfigError;
+use super::error::ConfigError;
 use super::go_compat::{check_url, quote};
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! `auth`: the TURN authentication mode and its credentials.
 
-use super::ConfigError;
+use super::error::ConfigError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

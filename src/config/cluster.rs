@@ -1,7 +1,7 @@
 //! `clusters[]`: the backends a listener's routes may relay to.
 
-use super::ConfigError;
 use super::endpoint::Endpoint;
+use super::error::ConfigError;
 use super::go_compat::quote;
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -1,6 +1,6 @@
 //! `listeners[]`: the TURN listeners a dataplane opens.
 
-use super::ConfigError;
+use super::error::ConfigError;
 use super::go_compat::quote;
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -10,6 +10,7 @@ mod admin;
 mod auth;
 mod cluster;
 mod endpoint;
+mod error;
 pub mod go_compat;
 pub mod json;
 mod listener;
@@ -21,6 +22,7 @@ pub use admin::{
 pub use auth::{AuthConfig, AuthType, DEFAULT_REALM};
 pub use cluster::{CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS, ClusterConfig};
 pub use endpoint::Endpoint;
+pub use error::ConfigError;
 pub use listener::{
     DEFAULT_PORT, LISTENER_PROTOCOLS, ListenerConfig, NODE_ADDRESS_PLACEHOLDER, STUNNER_ADDR_VAR, is_tls_protocol,
     listener_protocol,
@@ -30,11 +32,6 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub const API_VERSION: &str = "v1";
-
-/// A validation failure, with the dataplane's exact error text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

@@ -1,30 +1,11 @@
 //! Decoding one object into a [`Resource`] by `apiVersion` and `kind` (the kind table names
 //! the type of each); files of them are loaded by [`crate::manifest`].
 
-use super::{Kind, Resource};
+use super::error::DecodeError;
+use super::kinds::{Kind, Resource};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
-
-/// Why a document did not become a [`Resource`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
-    /// A kind the operator does not watch: callers skip it (with a warning).
-    #[error("unknown kind {kind:?} in apiVersion {api_version:?}")]
-    UnknownKind { api_version: String, kind: String },
-    /// A known kind whose content does not fit its type.
-    #[error("malformed {kind} {name:?}: {reason}")]
-    Malformed { kind: String, name: String, reason: String },
-    /// Not a Kubernetes object at all (not a map, no apiVersion/kind, invalid YAML).
-    #[error("not a Kubernetes object: {0}")]
-    NotAnObject(String),
-}
-
-impl DecodeError {
-    pub fn is_unknown_kind(&self) -> bool {
-        matches!(self, DecodeError::UnknownKind { .. })
-    }
-}
 
 /// What the API server does on write and a manifest reader must do itself: `stringData` is
 /// folded into `data`.

@@ -4,11 +4,20 @@
 //! the type's `kube::Resource` impl) and typed dispatch ([`Kind::visit`]) for whoever needs the
 //! Rust type of a kind (the cluster source's watchers).
 //!
-//! A line reads `Variant(WireType) in field` or, for a kind stored in another shape than it is
-//! read, `Variant(WireType => StoredType) in field` (`StoredType: From<WireType>`); `also "v"`
-//! lists older versions whose objects decode with the same type.
+//! A line reads `Variant(WireType) in field by controller` or, for a kind stored in another
+//! shape than it is read, `Variant(WireType => StoredType) in field by controller`
+//! (`StoredType: From<WireType>`); `controller` is the upstream controller that watches the
+//! kind ([`Controller`], the `controller` label of the reconcile metrics); `also "v"` lists older
+//! versions whose objects decode with the same type.
+//!
+//! Upstream watches Secrets from two controllers (TLS certificates from `gateway`, auth
+//! credentials from `gatewayconfig`); here they count for `gatewayconfig`, where most of them
+//! belong. ReferenceGrants, which upstream never reads, count for `udproute`, whose backends
+//! they admit.
 
-use super::{DecodeError, Index, ObjRef, ObjectKey, Store};
+use super::controller::Controller;
+use super::error::DecodeError;
+use super::key::ObjectKey;
 use crate::resources::{
     Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
 };
@@ -20,7 +29,53 @@ use kube::core::ApiResource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+
+/// One object of the index: its kind and key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjRef {
+    pub kind: Kind,
+    pub key: ObjectKey,
+}
+
+impl ObjRef {
+    pub fn new(kind: Kind, key: ObjectKey) -> Self {
+        ObjRef { kind, key }
+    }
+}
+
+/// A typed map of one kind, by key.
+pub type Store<T> = BTreeMap<ObjectKey, T>;
+
+/// Every watched object, with forward and reverse references between them. Declared with the
+/// table because its storage is one typed map per kind; what it does is in the parent module
+/// (changes), `refs` (what a change affects) and `grants` (ReferenceGrants).
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    pub(super) stores: Stores,
+    /// What each object refers to (see `refs::forward_refs`).
+    pub(super) forward: BTreeMap<ObjRef, Vec<ObjRef>>,
+    /// The reverse of `forward`: who refers to an object (which may not exist).
+    pub(super) reverse: BTreeMap<ObjRef, BTreeSet<ObjRef>>,
+}
+
+impl Resource {
+    /// The object's key; cluster-scoped kinds ignore any namespace the object carries.
+    pub fn key(&self) -> ObjectKey {
+        let meta = self.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        if self.kind().is_cluster_scoped() {
+            ObjectKey::cluster(name)
+        } else {
+            ObjectKey::new(meta.namespace.clone().unwrap_or_default(), name)
+        }
+    }
+
+    pub fn obj_ref(&self) -> ObjRef {
+        ObjRef::new(self.kind(), self.key())
+    }
+}
 
 /// What a type read from the API server (or a manifest) needs to be a watched kind.
 pub trait Wire:
@@ -87,7 +142,7 @@ macro_rules! stored {
 }
 
 macro_rules! kinds {
-    ($($(#[$doc:meta])* $variant:ident($wire:ty $(=> $stored:ty)?) in $field:ident $(, also $($older:literal),+)?;)*) => {
+    ($($(#[$doc:meta])* $variant:ident($wire:ty $(=> $stored:ty)?) in $field:ident by $controller:ident $(, also $($older:literal),+)?;)*) => {
         /// One watched object. [`Resource::GatewayUdpRoute`] holds a Gateway API v1alpha2 route
         /// already converted to STUNner's v1 shape (see [`super::convert_gateway_udp_route`]).
         // Objects are moved once from a source into the store; boxing each variant would only
@@ -144,6 +199,16 @@ macro_rules! kinds {
             pub fn visit<V: KindVisitor>(self, visitor: V) -> V::Output {
                 match self {
                     $(Kind::$variant => visitor.visit::<$wire>(self),)*
+                }
+            }
+        }
+
+        impl Controller {
+            /// The upstream controller that watches objects of `kind` (operator-behavior.md §2.2):
+            /// the table's `by` column.
+            pub fn of(kind: Kind) -> Controller {
+                match kind {
+                    $(Kind::$variant => Controller::$controller,)*
                 }
             }
         }
@@ -226,37 +291,37 @@ macro_rules! kinds {
 
 kinds! {
     /// Gateway API `GatewayClass` (cluster-scoped).
-    GatewayClass(GatewayClass) in gateway_classes, also "v1beta1";
+    GatewayClass(GatewayClass) in gateway_classes by gateway, also "v1beta1";
     /// Gateway API `Gateway`.
-    Gateway(Gateway) in gateways, also "v1beta1";
+    Gateway(Gateway) in gateways by gateway, also "v1beta1";
     /// STUNner `GatewayConfig`.
-    GatewayConfig(GatewayConfig) in gateway_configs;
+    GatewayConfig(GatewayConfig) in gateway_configs by gatewayconfig;
     /// STUNner `Dataplane` (cluster-scoped).
-    Dataplane(Dataplane) in dataplanes;
+    Dataplane(Dataplane) in dataplanes by dataplane;
     /// STUNner `UDPRoute` (`stunner.l7mp.io/v1`).
-    UdpRoute(UdpRoute) in udp_routes;
+    UdpRoute(UdpRoute) in udp_routes by udproute;
     /// Gateway API `UDPRoute` (`gateway.networking.k8s.io/v1alpha2`), in STUNner's v1 shape.
-    GatewayUdpRoute(GatewayUdpRoute => UdpRoute) in gateway_udp_routes;
+    GatewayUdpRoute(GatewayUdpRoute => UdpRoute) in gateway_udp_routes by udproute;
     /// STUNner `StaticService`.
-    StaticService(StaticService) in static_services;
+    StaticService(StaticService) in static_services by udproute;
     /// Core `Service`: route backends and the Gateways' own LoadBalancer Services.
-    Service(Service) in services;
+    Service(Service) in services by udproute;
     /// `discovery.k8s.io/v1` `EndpointSlice` of backend Services.
-    EndpointSlice(EndpointSlice) in endpoint_slices;
+    EndpointSlice(EndpointSlice) in endpoint_slices by udproute;
     /// Core `Endpoints`, used instead of EndpointSlices when those are disabled.
-    Endpoints(Endpoints) in endpoints;
+    Endpoints(Endpoints) in endpoints by udproute;
     /// Core `Secret`: auth credentials and TLS certificates.
-    Secret(Secret) in secrets;
+    Secret(Secret) in secrets by gatewayconfig;
     /// Core `Node` (cluster-scoped): public addresses for NodePort Services.
-    Node(Node) in nodes;
+    Node(Node) in nodes by node;
     /// Core `Namespace` (cluster-scoped): route attachment by namespace selector.
-    Namespace(Namespace) in namespaces;
+    Namespace(Namespace) in namespaces by udproute;
     /// `apps/v1` `Deployment`: the managed dataplanes.
-    Deployment(Deployment) in deployments;
+    Deployment(Deployment) in deployments by gateway;
     /// `apps/v1` `DaemonSet` labelled as ours: a dataplane of another kind, left under a
     /// Gateway's name, that the Gateway's Deployment replaces.
-    DaemonSet(DaemonSet) in daemon_sets;
+    DaemonSet(DaemonSet) in daemon_sets by gateway;
     /// Gateway API `ReferenceGrant`: which cross-namespace backend references are allowed
     /// (read with `--enforce-reference-grants` only).
-    ReferenceGrant(ReferenceGrant) in reference_grants, also "v1";
+    ReferenceGrant(ReferenceGrant) in reference_grants by udproute, also "v1";
 }

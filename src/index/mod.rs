@@ -6,52 +6,26 @@
 //! the typed accessors and the reverse-reference queries. Everything is keyed and iterated in
 //! [`ObjectKey`] order, so nothing here depends on insertion order.
 
+mod controller;
 mod convert;
 mod decode;
 mod dirty;
+mod error;
 mod grants;
 mod key;
 mod kinds;
+mod lookup;
 mod refs;
 
+pub use controller::Controller;
 pub use convert::convert_gateway_udp_route;
-pub use decode::{DecodeError, decode_value};
+pub use decode::decode_value;
 pub use dirty::Dirty;
-pub use key::{AsKeyView, AsObjRefView, KeyView, Lookup, ObjRef, ObjRefView, ObjectKey};
-pub use kinds::{Kind, KindVisitor, Resource, Wire};
+pub use error::DecodeError;
+pub use key::{AsKeyView, KeyView, ObjectKey};
+pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Store, Wire};
+pub use lookup::{AsObjRefView, Lookup, ObjRefView};
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
-
-use std::collections::{BTreeMap, BTreeSet};
-
-/// A typed map of one kind, by key.
-pub type Store<T> = BTreeMap<ObjectKey, T>;
-
-impl Resource {
-    /// The object's key; cluster-scoped kinds ignore any namespace the object carries.
-    pub fn key(&self) -> ObjectKey {
-        let meta = self.meta();
-        let name = meta.name.clone().unwrap_or_default();
-        if self.kind().is_cluster_scoped() {
-            ObjectKey::cluster(name)
-        } else {
-            ObjectKey::new(meta.namespace.clone().unwrap_or_default(), name)
-        }
-    }
-
-    pub fn obj_ref(&self) -> ObjRef {
-        ObjRef::new(self.kind(), self.key())
-    }
-}
-
-/// Every watched object, with forward and reverse references between them.
-#[derive(Debug, Clone, Default)]
-pub struct Index {
-    stores: kinds::Stores,
-    /// What each object refers to (see `refs::forward_refs`).
-    forward: BTreeMap<ObjRef, Vec<ObjRef>>,
-    /// The reverse of `forward`: who refers to an object (which may not exist).
-    reverse: BTreeMap<ObjRef, BTreeSet<ObjRef>>,
-}
 
 impl Index {
     pub fn new() -> Self {

@@ -255,3 +255,32 @@ fn a_grant_permits_its_route_kind_namespace_and_target() {
     let static_service = ObjRef::new(Kind::StaticService, ObjectKey::new("shared", "svc-1"));
     assert!(!index.reference_permitted(&route("team-a"), &static_service), "another backend kind");
 }
+
+/// The `controller` label each kind's events count under: upstream's controller names, as
+/// the reconcile metrics have always shown them.
+#[test]
+fn every_kind_counts_for_its_upstream_controller() {
+    let of = |kind| Controller::of(kind).name();
+    let expected = [
+        (Kind::GatewayClass, "gateway"),
+        (Kind::Gateway, "gateway"),
+        (Kind::GatewayConfig, "gatewayconfig"),
+        (Kind::Dataplane, "dataplane"),
+        (Kind::UdpRoute, "udproute"),
+        (Kind::GatewayUdpRoute, "udproute"),
+        (Kind::StaticService, "udproute"),
+        (Kind::Service, "udproute"),
+        (Kind::EndpointSlice, "udproute"),
+        (Kind::Endpoints, "udproute"),
+        (Kind::Secret, "gatewayconfig"),
+        (Kind::Node, "node"),
+        (Kind::Namespace, "udproute"),
+        (Kind::Deployment, "gateway"),
+        (Kind::DaemonSet, "gateway"),
+        (Kind::ReferenceGrant, "udproute"),
+    ];
+    assert_eq!(expected.map(|(k, _)| k), Kind::ALL, "one line per kind, in table order");
+    for (kind, name) in expected {
+        assert_eq!(of(kind), name, "{kind:?}");
+    }
+}

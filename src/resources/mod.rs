@@ -12,6 +12,8 @@
 
 mod crd;
 pub mod gateway;
+mod optional;
+mod redact;
 mod reference_grant;
 mod schema;
 pub mod v1;
@@ -21,6 +23,9 @@ pub use crd::{CrdFile, crd_files, crds};
 pub use gateway::{GatewayDefaultScope, ParentReference, RouteParentStatus, SecretObjectReference};
 pub use reference_grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo};
 pub use v1::*;
+
+pub(crate) use optional::optional_spec;
+pub(crate) use redact::redacted;
 
 /// Gateway API `gateway.networking.k8s.io/v1alpha2` UDPRoute: watched when installed, and
 /// converted to STUNner's own [`UdpRoute`].
@@ -32,52 +37,6 @@ pub use gateway_api::gateways::{Gateway, GatewayStatus};
 
 /// The API group of STUNner's CRDs.
 pub const GROUP: &str = "stunner.l7mp.io";
-
-/// Implements `Serialize` and `Deserialize` for a spec type derived with
-/// `#[serde(remote = "Self")]`, deserializing an absent or null spec as the default spec.
-///
-/// Upstream's root types declare `spec` with `omitempty`, so the CRDs do not require it and the
-/// API server stores objects without one; Go decodes those as an empty spec. kube-derive's root
-/// type requires `spec`, and one such object would fail a whole list decode. Making the spec
-/// type itself accept "missing" (serde asks a missing field's type to deserialize from none)
-/// restores Go's behaviour without giving up the derive.
-macro_rules! optional_spec {
-    ($spec:ty) => {
-        impl serde::Serialize for $spec {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                <$spec>::serialize(self, serializer)
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $spec {
-            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                struct OptionalSpec;
-                impl<'de> serde::de::Visitor<'de> for OptionalSpec {
-                    type Value = $spec;
-                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                        f.write_str("a spec object or null")
-                    }
-                    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-                        Ok(Default::default())
-                    }
-                    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-                        Ok(Default::default())
-                    }
-                    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-                        <$spec>::deserialize(d)
-                    }
-                }
-                deserializer.deserialize_option(OptionalSpec)
-            }
-        }
-    };
-}
-pub(crate) use optional_spec;
-
-/// How secrets show in `Debug` output.
-pub(crate) fn redacted(secret: &Option<String>) -> Option<&'static str> {
-    secret.as_ref().map(|_| "<redacted>")
-}
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! The API server's rules for `metadata` (apimachinery's `ValidateObjectMeta`), which no CRD
 //! schema states: the name's and the namespace's shape and length.
 
-use super::{Errors, shown};
+use super::errors::{Errors, shown};
 use serde_json::Value;
 use std::sync::LazyLock;
 

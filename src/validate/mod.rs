@@ -12,97 +12,19 @@
 //! most [`MAX_ERRORS`] errors are kept and every value quoted in one is cut short, so a
 //! 1 MB name makes neither a 1 MB log line nor a slow check.
 
+mod errors;
 mod meta;
 mod rules;
 mod schema;
 
+pub use errors::{Errors, FieldError, Invalid, MAX_ERRORS};
 pub use meta::NameRule;
 pub use schema::{Schema, SchemaError};
 
+use errors::shown;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::LazyLock;
-
-/// The errors of one object beyond which only a count is kept.
-pub const MAX_ERRORS: usize = 10;
-
-/// The longest quote of a value in an error message, in characters.
-const MAX_SHOWN: usize = 64;
-
-/// One thing wrong with an object: where (`spec.listeners[0].port`) and what.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-/// Why the API server would refuse an object.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct Invalid {
-    pub kind: String,
-    /// The object's name as given, cut short for messages.
-    pub name: String,
-    /// The first [`MAX_ERRORS`] errors.
-    pub errors: Vec<FieldError>,
-    /// How many more there were.
-    pub more: usize,
-}
-
-impl fmt::Display for Invalid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} is invalid: ", self.kind, self.name)?;
-        let errors: Vec<String> = self.errors.iter().map(FieldError::to_string).collect();
-        f.write_str(&errors.join("; "))?;
-        if self.more > 0 {
-            write!(f, "; and {} more", self.more)?;
-        }
-        Ok(())
-    }
-}
-
-/// The errors found so far, at most [`MAX_ERRORS`] of them kept.
-#[derive(Debug, Default)]
-pub struct Errors {
-    kept: Vec<FieldError>,
-    more: usize,
-}
-
-impl Errors {
-    pub fn push(&mut self, field: &str, message: String) {
-        if self.kept.len() < MAX_ERRORS {
-            self.kept.push(FieldError { field: field.to_string(), message });
-        } else {
-            self.more += 1;
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.kept.is_empty()
-    }
-}
-
-/// A value as error messages quote it: JSON, cut at [`MAX_SHOWN`] characters.
-fn shown(v: &Value) -> String {
-    let text = match v {
-        Value::Object(_) | Value::Array(_) if v.to_string().len() > MAX_SHOWN * 4 => {
-            return if v.is_object() { "\"object\"".into() } else { "\"array\"".into() };
-        }
-        _ => v.to_string(),
-    };
-    let len = text.chars().count();
-    if len <= MAX_SHOWN {
-        return text;
-    }
-    let head: String = text.chars().take(MAX_SHOWN).collect();
-    format!("{head}... ({len} characters)")
-}
 
 /// What the API server knows of one kind at one version.
 struct KindRules {

@@ -2,7 +2,7 @@
 //! STUNner's listeners, written out by hand (there is no CEL interpreter here): the rest of the
 //! CEL rules are not checked. Messages are the schema's own.
 
-use super::Errors;
+use super::errors::Errors;
 use serde_json::Value;
 use std::collections::BTreeSet;
 

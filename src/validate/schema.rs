@@ -7,7 +7,7 @@
 //! The walk only descends where the schema does, so its depth is the schema's (embedded, fixed
 //! at build time), whatever the value holds.
 
-use super::{Errors, shown};
+use super::errors::{Errors, shown};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,8 +6,9 @@
 //! connection whose PING goes unanswered for `pong_wait` is closed, which ends the stream with
 //! an error, so the watch reconnects just as a silent WebSocket makes it.
 
-use super::watch::{Ack, Frame};
-use super::{ClientError, ClientList, ConfigScope, ServerAddress, Timeouts, WatchSettings};
+use super::scope::ConfigScope;
+use super::wire::{Ack, Frame, WatchSettings};
+use super::{ClientError, ClientList, ServerAddress, Timeouts};
 use std::time::Duration;
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway::config::StunnerConfig;

@@ -3,64 +3,36 @@
 //! reconnecting watches, over either transport ([`Transport`]): the upstream HTTP/WebSocket
 //! API or the gRPC API.
 //!
-//! `address` parses what people type; `http` does one-shot GETs; `watch` is the reconnecting
-//! watch both transports share (with `backoff` between attempts), `ws` and `grpc` the two
-//! wires under it.
+//! `address` parses what people type; `scope` says which configs; `http` does one-shot GETs;
+//! `watch` is the reconnecting watch both transports share (with `backoff` between attempts),
+//! `ws` and `grpc` the two wires under it, `wire` what the watch and the wires share.
 
 mod address;
 mod backoff;
 mod error;
 mod grpc;
 pub(crate) mod http;
+mod scope;
 mod watch;
+mod wire;
 mod ws;
 
 pub use address::{DEFAULT_PORT, ServerAddress};
 pub use error::ClientError;
 pub(crate) use error::io_reason;
 pub use http::Timeouts;
+pub use scope::ConfigScope;
 pub use stunner_gateway::cds::{
     ClientConfigState, ClientInfo, ClientList, Condition, ListenerConditions, ObjectStatus, ParentConditions,
     ParentRef, StatusList,
 };
-pub use watch::{Transport, WatchEvent, WatchSettings, Watcher};
+pub use watch::{Transport, WatchEvent, Watcher};
+pub use wire::WatchSettings;
 
 use hyper::StatusCode;
 use serde::de::DeserializeOwned;
-use stunner_gateway::cds::{ApiError, ConfigId, ConfigList, LicenseStatus};
+use stunner_gateway::cds::{ApiError, ConfigList, LicenseStatus};
 use stunner_gateway::config::StunnerConfig;
-
-/// Which configs to get or watch: the three config routes of the API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigScope {
-    /// `/api/v1/configs`
-    All,
-    /// `/api/v1/configs/{namespace}`
-    Namespace(String),
-    /// `/api/v1/configs/{namespace}/{name}`; with a `node`, the server patches the config for
-    /// that node (relay address discovery). Only this route takes a node.
-    Gateway { id: ConfigId, node: Option<String> },
-}
-
-impl ConfigScope {
-    fn segments(&self) -> Vec<&str> {
-        let mut s = vec!["api", "v1", "configs"];
-        match self {
-            ConfigScope::All => {}
-            ConfigScope::Namespace(ns) => s.push(ns),
-            ConfigScope::Gateway { id, .. } => s.extend([id.namespace.as_str(), id.name.as_str()]),
-        }
-        s
-    }
-
-    /// The query of a GET; a watch adds `watch=true` after it (Go sorts `node` first).
-    fn query(&self) -> Vec<(&'static str, &str)> {
-        match self {
-            ConfigScope::Gateway { node: Some(node), .. } if !node.is_empty() => vec![("node", node.as_str())],
-            _ => Vec::new(),
-        }
-    }
-}
 
 /// A client of one config discovery server. Cheap to clone; holds no connection.
 #[derive(Debug, Clone)]

@@ -12,7 +12,9 @@
 //!   identical to it, so a reconnect does not show the caller configs it already has.
 
 use super::backoff::Backoff;
-use super::{ClientError, ConfigScope, ServerAddress, grpc, ws};
+use super::scope::ConfigScope;
+use super::wire::{Ack, Frame, WatchSettings};
+use super::{ClientError, ServerAddress, grpc, ws};
 use futures_util::{Stream, stream};
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -44,41 +46,6 @@ impl std::fmt::Display for Transport {
     }
 }
 
-/// Timers of a watch. The keepalive defaults are stunnerd's, so a server tuned for stunnerd
-/// sees the same traffic from us (on gRPC they become HTTP/2 PING settings).
-#[derive(Debug, Clone)]
-pub struct WatchSettings {
-    /// How often we Ping the server.
-    pub ping_period: Duration,
-    /// Longest silence (no data, no Pong) before the connection counts as dead.
-    pub pong_wait: Duration,
-    /// How long one Ping may take to go out.
-    pub write_wait: Duration,
-    /// TCP connect plus WebSocket handshake (or HTTP/2 connection setup).
-    pub connect_timeout: Duration,
-    /// First reconnect delay; it doubles after each failure...
-    pub retry_initial: Duration,
-    /// ...up to this bound.
-    pub retry_max: Duration,
-    /// How this client is named in the server's client table (gRPC only: the WebSocket
-    /// protocol has no place for it).
-    pub client_name: String,
-}
-
-impl Default for WatchSettings {
-    fn default() -> Self {
-        WatchSettings {
-            ping_period: Duration::from_secs(5),
-            pong_wait: Duration::from_secs(8),
-            write_wait: Duration::from_secs(2),
-            connect_timeout: Duration::from_secs(10),
-            retry_initial: Duration::from_millis(100),
-            retry_max: Duration::from_secs(5),
-            client_name: String::new(),
-        }
-    }
-}
-
 /// What a watch reports.
 #[derive(Debug)]
 pub enum WatchEvent {
@@ -91,24 +58,6 @@ pub enum WatchEvent {
     Rejected { reason: String },
     /// The connection failed or could not be opened; the watch retries after `retry_in`.
     Disconnected { error: ClientError, retry_in: Duration },
-}
-
-/// One config off the wire, before validation.
-pub(super) struct Frame {
-    /// gRPC names the id; on WebSocket it is the config's `admin.name`.
-    pub id: Option<ConfigId>,
-    /// gRPC's version; WebSocket frames have none.
-    pub version: Option<String>,
-    pub deleted: bool,
-    pub json: String,
-}
-
-/// An acknowledgement (or, with an error, a rejection) of a version, for gRPC.
-#[derive(Debug, Clone)]
-pub(super) struct Ack {
-    pub id: ConfigId,
-    pub version: String,
-    pub error: String,
 }
 
 /// The last frame seen for an id.

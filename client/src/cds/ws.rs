@@ -1,7 +1,8 @@
 //! The WebSocket transport of a watch: one connection, kept alive with Pings as `stunnerd`
 //! does (cds-protocol.md §3.3). Reconnecting is the [`Watcher`](super::Watcher)'s job.
 
-use super::{ClientError, ServerAddress, WatchSettings, http};
+use super::wire::WatchSettings;
+use super::{ClientError, ServerAddress, http};
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Bytes;
 use tokio::net::TcpStream;

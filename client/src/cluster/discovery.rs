@@ -1,18 +1,10 @@
 //! Finding pods by the labels upstream stunnerctl looks for (stunner `pkg/apis/v1/default.go`).
 
-use super::ClusterError;
+use super::error::ClusterError;
+use super::labels::{APP_LABEL, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
-
-/// The label the operator's pods carry when they serve config discovery.
-pub const CDS_LABEL: &str = "stunner.l7mp.io/config-discovery-service";
-/// `app=stunner` marks the dataplane pods.
-pub const APP_LABEL: &str = "app";
-pub const DATAPLANE_APP: &str = "stunner";
-/// The Gateway a dataplane pod serves.
-pub const RELATED_GATEWAY_NAME_LABEL: &str = "stunner.l7mp.io/related-gateway-name";
-pub const RELATED_GATEWAY_NAMESPACE_LABEL: &str = "stunner.l7mp.io/related-gateway-namespace";
 
 /// `namespace/name` of a pod, as messages name it.
 pub fn pod_key(pod: &Pod) -> String {

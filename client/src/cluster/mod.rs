@@ -5,15 +5,16 @@
 //! a loopback listener so that every client of this crate (HTTP, WebSocket, gRPC) works over
 //! them unchanged.
 //!
-//! `discovery` picks the pods, `portforward` carries connections to them.
+//! `discovery` picks the pods (by their `labels`), `portforward` carries connections to them.
 
 mod discovery;
+mod error;
+mod labels;
 mod portforward;
 
-pub use discovery::{
-    APP_LABEL, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL, cds_pod,
-    dataplane_pods, dataplane_selector, pod_key,
-};
+pub use discovery::{cds_pod, dataplane_pods, dataplane_selector, pod_key};
+pub use error::ClusterError;
+pub use labels::{APP_LABEL, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL};
 pub use portforward::PortForward;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -22,28 +23,6 @@ use std::path::PathBuf;
 
 /// Default port of stunnerd's health check, which also serves `/status` (`DefaultHealthCheckPort`).
 pub const DEFAULT_HEALTH_CHECK_PORT: u16 = 8086;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("cannot load the Kubernetes config: {0}")]
-    Config(String),
-
-    #[error("Kubernetes API request failed: {0}")]
-    Api(#[from] kube::Error),
-
-    /// No pod carries the CDS label where we looked.
-    #[error(
-        "no config discovery server found {where_}: no pod is labelled {CDS_LABEL}=enabled \
-         (is the STUNner gateway operator running? give --cds-server-address to connect directly)"
-    )]
-    NoCdsServer { where_: String },
-
-    #[error("pod {pod} not found among the dataplane pods of gateway {gateway}")]
-    NoSuchPod { pod: String, gateway: String },
-
-    #[error("cannot port-forward to pod {pod} port {port}: {reason}")]
-    PortForward { pod: String, port: u16, reason: String },
-}
 
 /// Which cluster to talk to, as kubectl's flags choose it.
 #[derive(Debug, Clone, Default)]

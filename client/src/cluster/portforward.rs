@@ -6,7 +6,8 @@
 //! Each accepted connection gets a port-forward of its own (a Kubernetes port-forward carries
 //! one stream per port), as kubectl opens one data stream per connection.
 
-use super::{ClusterError, pod_key};
+use super::discovery::pod_key;
+use super::error::ClusterError;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Portforwarder};
 use kube::{Client, ResourceExt};

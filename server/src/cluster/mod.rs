@@ -1,13 +1,14 @@
 //! Cluster mode: the operator against a Kubernetes API server. Watchers feed the index
 //! ([`source`], translating events with [`translate`]); the [`writer`] applies the rendered
-//! [`ops`] when this replica leads ([`lease`]), skipping what the watchers show in place
-//! already ([`live`]). [`pods`] indexes the dataplane pods' IPs for CDS authorization, [`review`] checks
+//! [`ops`], coalesced by the [`queue`], when this replica leads ([`lease`]), skipping what the
+//! watchers show in place already ([`live`]). [`pods`] indexes the dataplane pods' IPs for CDS authorization, [`review`] checks
 //! CDS clients' bearer tokens.
 
 pub mod lease;
 pub mod live;
 pub mod ops;
 pub mod pods;
+pub mod queue;
 pub mod ratelimit;
 pub mod review;
 pub mod source;

@@ -10,7 +10,8 @@
 //! Only the leader writes; a replica that is not leading keeps queueing (latest wins per
 //! object) and writes what is still pending when it becomes the leader.
 
-use super::ops::{Op, Queue, Scope, Target, WriteKind, ops_of};
+use super::ops::{Op, Scope, Target, WriteKind, ops_of};
+use super::queue::Queue;
 use super::ratelimit::RateLimit;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};

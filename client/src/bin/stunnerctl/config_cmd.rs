@@ -34,9 +34,9 @@ pub async fn run(
             }
             event = watcher.next() => match event {
                 WatchEvent::Config(config) => printer.config(&config)?,
-                WatchEvent::Rejected { reason } => super::warn(&format!("ignoring a config from the server: {reason}")),
+                WatchEvent::Rejected { reason } => super::output::warn(&format!("ignoring a config from the server: {reason}")),
                 WatchEvent::Disconnected { error, retry_in } => {
-                    super::warn(&format!("{error}; retrying in {:.1}s", retry_in.as_secs_f64()))
+                    super::output::warn(&format!("{error}; retrying in {:.1}s", retry_in.as_secs_f64()))
                 }
             },
         }

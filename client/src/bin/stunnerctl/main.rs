@@ -128,11 +128,6 @@ fn config_flags_unused(cli: &Cli) -> Result<(), String> {
     Ok(())
 }
 
-/// A note on stderr that does not end the command (a watch reconnecting, a skipped config).
-fn warn(message: &str) {
-    let _ = writeln!(io::stderr(), "stunnerctl: {message}");
-}
-
 fn fail(message: &str) -> ExitCode {
     let _ = writeln!(io::stderr(), "error: {message}");
     ExitCode::FAILURE

@@ -103,7 +103,12 @@ pub fn nothing_found(what: &str, all_namespaces: bool, namespace: &str) {
     } else {
         format!("No {what} found in namespace {namespace}; use -A (--all-namespaces) to look in every namespace.")
     };
-    super::warn(&message);
+    warn(&message);
+}
+
+/// A note on stderr that does not end the command (a watch reconnecting, a skipped config).
+pub fn warn(message: &str) {
+    let _ = writeln!(io::stderr(), "stunnerctl: {message}");
 }
 
 fn write(text: &str) -> Result<(), Box<dyn Error>> {

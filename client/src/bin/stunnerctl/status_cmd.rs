@@ -53,7 +53,7 @@ pub async fn run(
             Ok(status) => print(printer, &key, &status)?,
             Err(e) => {
                 // As upstream, one pod that does not answer does not hide the others.
-                super::warn(&format!("pod {key}: {e}"));
+                super::output::warn(&format!("pod {key}: {e}"));
                 failed += 1;
             }
         }
