@@ -17,6 +17,7 @@ mod service_wait;
 use crate::admin::Readiness;
 use crate::cds::store::ConfigStore;
 use crate::cds::version::Version;
+use crate::cluster::nodes::NodeFeed;
 use crate::cluster::writer::Writer;
 use crate::metrics::{Controller, OperatorMetrics, ReconcileLabels, ReconcileResult, unix_now};
 use crate::source::Change;
@@ -72,6 +73,8 @@ pub struct Outputs {
     pub apply_owned_to_index: bool,
     /// Cluster mode: where owned objects and statuses are queued for the API server.
     pub writer: Option<Writer>,
+    /// Where Node changes go for the CDS's per-node patcher.
+    pub nodes: NodeFeed,
 }
 
 /// Renders caused by the operator's own objects coming back, per window: they settle in one
@@ -187,6 +190,7 @@ impl Reconciler {
             }
             Input::Changes(changes) => {
                 for change in changes {
+                    self.outputs.nodes.observe(&change);
                     let kind = match &change {
                         Change::Apply(resource) => resource.kind(),
                         Change::Delete(r) => r.kind,
@@ -492,6 +496,7 @@ mod tests {
                 readiness: Readiness::default(),
                 apply_owned_to_index: writer.is_none(),
                 writer,
+                nodes: NodeFeed::new(Arc::default()),
             };
             let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
             let writer = outputs.writer.clone();

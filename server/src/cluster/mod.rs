@@ -2,10 +2,11 @@
 //! ([`source`], translating events with [`translate`]); the [`writer`] applies the rendered
 //! [`ops`] when this replica leads ([`lease`]), skipping what the watchers show in place
 //! already ([`live`]). [`pods`] indexes the dataplane pods' IPs for CDS authorization, [`review`] checks
-//! CDS clients' bearer tokens.
+//! CDS clients' bearer tokens, [`nodes`] keeps the CDS's node address table in step with the Nodes.
 
 pub mod lease;
 pub mod live;
+pub mod nodes;
 pub mod ops;
 pub mod pods;
 pub mod ratelimit;
