@@ -13,6 +13,7 @@ use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSettings};
 use stunner_gateway_operator::cli::{self, Args};
+use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pipeline::Outputs;
@@ -115,6 +116,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             Mode::Cluster(_, writer) => Some(writer.clone()),
             Mode::Standalone(_) => None,
         },
+        nodes: NodeFeed::new(store.nodes().clone()),
     };
     let reconciler = tokio::spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
     let follow = match mode {

@@ -7,6 +7,7 @@
 use crate::admin::Readiness;
 use crate::cds::store::ConfigStore;
 use crate::cds::version::Version;
+use crate::cluster::nodes::NodeFeed;
 use crate::cluster::writer::Writer;
 use crate::metrics::OperatorMetrics;
 use crate::status::StatusBoard;
@@ -72,4 +73,6 @@ pub struct Outputs {
     /// Cluster mode: where owned objects and statuses are queued for the API server; the
     /// render loop also tells it every change before applying it to the index.
     pub writer: Option<Writer>,
+    /// Where Node changes go for the CDS's per-node patcher.
+    pub nodes: NodeFeed,
 }

@@ -143,8 +143,13 @@ impl Reconciler {
             Input::Changes(changes) => {
                 // The writer learns what the watchers saw before the index does, so the
                 // submit of the render these changes cause finds it (see `Writer::observe`).
+                let seen = changes.iter().map(Change::seen);
                 if let Some(writer) = &self.outputs.writer {
-                    writer.observe(changes.iter().map(Change::seen));
+                    writer.observe(seen.clone());
+                }
+                for (object, now) in seen {
+                    // The CDS's per-node patcher follows the Nodes the same way.
+                    self.outputs.nodes.observe(&object, now);
                 }
                 for change in changes {
                     let kind = match &change {

@@ -9,7 +9,7 @@
 //! [`Encoding`] of its own, and the snapshot keeps what it made.
 
 use super::metrics::CdsMetrics;
-use super::nodes::NodeAddresses;
+use super::nodes::{self, NodeAddresses};
 use super::version::Version;
 use bytes::Bytes;
 use std::any::TypeId;
@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
-use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, STUNNER_ADDR_VAR, StunnerConfig};
+use stunner_gateway::config::StunnerConfig;
 use tokio::sync::watch;
 
 /// One config's JSON (UTF-8, encoded once), ready to be a message or an HTTP body without
@@ -36,6 +36,9 @@ pub struct Snapshot {
     pub json: Frame,
     /// This is the zero config pushed once when the id was deleted.
     pub deleted: bool,
+    /// Clients on a node get a copy patched with its address: a config with the node-address
+    /// placeholder, never a deletion (as upstream).
+    per_node: bool,
     /// Published value after the dataplane's normalisation, for change detection.
     normalized: Option<StunnerConfig>,
     /// Per-node variants of `json`, keyed by the node address they carry; only for configs
@@ -75,12 +78,14 @@ impl Snapshot {
         let version = Version::of(&config);
         let json = Frame::from(config.to_json());
         let normalized = config.normalized().ok();
+        let per_node = !deleted && config.has_node_placeholder();
         Snapshot {
             id,
             version,
             config,
             json,
             deleted,
+            per_node,
             normalized,
             patched: Mutex::default(),
             encoded: Default::default(),
@@ -113,25 +118,19 @@ impl Snapshot {
         Variant { frame: self.json.clone(), patch: None }
     }
 
+    /// Whether clients on a node get this snapshot patched for it (else the node table is
+    /// never read for it).
+    pub fn is_per_node(&self) -> bool {
+        self.per_node
+    }
+
     /// [`Self::frame_for`], with what the frame was patched with, for [`Self::encoded`].
     pub fn variant_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Variant {
-        let Some(node) = node else { return self.plain() };
-        if self.deleted || !self.config.has_node_placeholder() {
-            return self.plain();
-        }
+        let Some(node) = node.filter(|_| self.per_node) else { return self.plain() };
         let addr = nodes.get(node);
         let mut cache = self.patched.lock().expect("patch cache lock");
-        let frame = cache
-            .entry(addr)
-            .or_insert_with(|| {
-                let mut c = self.config.clone();
-                let value = addr.map_or_else(|| STUNNER_ADDR_VAR.to_string(), |a| a.to_string());
-                for l in c.listeners.iter_mut().filter(|l| l.addr == NODE_ADDRESS_PLACEHOLDER) {
-                    l.addr = value.clone();
-                }
-                Frame::from(c.to_json())
-            })
-            .clone();
+        let frame =
+            cache.entry(addr).or_insert_with(|| Frame::from(nodes::patch(self.config.clone(), addr).to_json())).clone();
         Variant { frame, patch: Some(addr) }
     }
 
@@ -185,7 +184,7 @@ pub struct ConfigStore {
     /// Signalled on every change; list clients diff the store when it fires.
     changes: watch::Sender<()>,
     license: RwLock<LicenseStatus>,
-    pub(super) nodes: NodeAddresses,
+    pub(super) nodes: Arc<NodeAddresses>,
     pub(super) metrics: CdsMetrics,
 }
 
@@ -195,13 +194,13 @@ impl ConfigStore {
             inner: RwLock::default(),
             changes: watch::Sender::new(()),
             license: RwLock::default(),
-            nodes: NodeAddresses::default(),
+            nodes: Arc::default(),
             metrics,
         }
     }
 
-    /// The node address table the per-node patcher reads; the Node source feeds it.
-    pub fn nodes(&self) -> &NodeAddresses {
+    /// The node address table the per-node patcher reads; the Node feed fills it.
+    pub fn nodes(&self) -> &Arc<NodeAddresses> {
         &self.nodes
     }
 

@@ -211,10 +211,30 @@ async fn watches_leave_nothing_behind() {
         let _w1 = Watch::new(s.clone(), Scope::Config(id("ns/a")), Some("client-chosen-node".into()));
         let _w2 = Watch::new(s.clone(), Scope::Config(id("ns/missing")), Some("another".into()));
         assert_eq!(s.topic_count(), 2);
-        assert_eq!(s.nodes().len(), 2);
     }
     assert_eq!(s.topic_count(), 0);
-    assert_eq!(s.nodes().len(), 0, "node names chosen by clients are forgotten with them");
+    assert!(s.nodes().is_empty(), "node names chosen by clients are never recorded");
+}
+
+#[tokio::test]
+async fn only_watches_of_patched_configs_follow_the_node_table() {
+    let s = store();
+    s.upsert(config("ns/plain", "r"));
+    let (_plain, _) = Watch::new(s.clone(), Scope::Config(id("ns/plain")), Some("node-1".into()));
+    let (_missing, _) = Watch::new(s.clone(), Scope::Config(id("ns/missing")), Some("node-1".into()));
+    assert_eq!(s.nodes().followers(), 0, "a config without the placeholder never looks at the node table");
+
+    let mut c = config("ns/a", "r");
+    c.listeners[0].addr = NODE_ADDRESS_PLACEHOLDER.into();
+    s.upsert(c);
+    let (_no_node, _) = Watch::new(s.clone(), Scope::Config(id("ns/a")), None);
+    assert_eq!(s.nodes().followers(), 0, "a client without a node is never patched");
+    let (mut on_node, _) = Watch::new(s.clone(), Scope::Config(id("ns/a")), Some("node-1".into()));
+    assert_eq!(s.nodes().followers(), 1);
+    // Its config loses the placeholder: the watch stops following the table.
+    s.upsert(config("ns/a", "r2"));
+    assert_eq!(next(&mut on_node).await.unwrap()[0].auth.realm, "r2");
+    assert_eq!(s.nodes().followers(), 0);
 }
 
 /// Three transports' worth of encodings, told apart by what they make of the JSON.

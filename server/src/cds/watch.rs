@@ -6,7 +6,6 @@
 use super::store::{ConfigStore, Frame, Scope, Snapshot, Variant};
 use super::version::Version;
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use tokio::sync::watch;
@@ -48,7 +47,9 @@ enum Feed {
         id: ConfigId,
         node: Option<String>,
         rx: watch::Receiver<Option<Arc<Snapshot>>>,
-        node_rx: Option<watch::Receiver<Option<IpAddr>>>,
+        /// Node address changes, followed only while the client's config is patched for its
+        /// node: a watch of any other config costs the node table nothing.
+        node_rx: Option<watch::Receiver<()>>,
         last_sent: Option<Sent>,
     },
     /// Every config in a namespace, or all of them; never patched.
@@ -75,11 +76,11 @@ impl Watch {
         };
         let (feed, initial) = match scope {
             Scope::Config(id) => {
-                let node_rx = node.as_deref().map(|n| store.nodes.subscribe(n));
+                let mut node_rx = None;
                 let (rx, current) = store.subscribe_id(&id);
                 let (last_sent, initial) = match current {
                     Some(s) => {
-                        let update = Update { variant: s.variant_for(node.as_deref(), &store.nodes), snapshot: s };
+                        let update = for_node(&store, s, node.as_deref(), &mut node_rx);
                         let sent = Sent::of(&update);
                         (Some(sent), wanted(&update.snapshot).then_some(update))
                     }
@@ -124,7 +125,7 @@ impl Watch {
                         None => rx.changed().await.map_err(|_| StoreClosed)?,
                     }
                     let Some(snapshot) = rx.borrow_and_update().clone() else { continue };
-                    let update = Update { variant: snapshot.variant_for(node.as_deref(), &self.store.nodes), snapshot };
+                    let update = for_node(&self.store, snapshot, node.as_deref(), node_rx);
                     if last_sent.as_ref().is_some_and(|sent| sent.is_same(&update)) {
                         continue;
                     }
@@ -144,6 +145,23 @@ impl Watch {
             }
         }
     }
+}
+
+/// `snapshot` as a client on `node` gets it, following the node table in `node_rx` exactly
+/// while that client's config is patched for its node.
+fn for_node(
+    store: &ConfigStore,
+    snapshot: Arc<Snapshot>,
+    node: Option<&str>,
+    node_rx: &mut Option<watch::Receiver<()>>,
+) -> Update {
+    if node.is_some() && snapshot.is_per_node() {
+        // Subscribed (or marked seen) before the table is read: no change is missed.
+        node_rx.get_or_insert_with(|| store.nodes.subscribe()).borrow_and_update();
+    } else {
+        *node_rx = None;
+    }
+    Update { variant: snapshot.variant_for(node, &store.nodes), snapshot }
 }
 
 /// What a single-id client was sent last: a node-address change that leaves its frame as it
@@ -192,14 +210,10 @@ fn diff(current: &[Arc<Snapshot>], sent: &mut Held) -> Vec<Update> {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        if let Feed::One { id, node, rx, node_rx, .. } = &mut self.feed {
-            // Drop our receivers before asking the store to clean up after the last one.
+        if let Feed::One { id, rx, .. } = &mut self.feed {
+            // Drop our receiver before asking the store to clean up after the last one.
             *rx = watch::channel(None).1;
-            *node_rx = None;
             self.store.release_id(id);
-            if let Some(node) = node {
-                self.store.nodes.release(node);
-            }
         }
     }
 }

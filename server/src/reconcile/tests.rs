@@ -6,6 +6,7 @@ use crate::admin::Readiness;
 use crate::cds::CdsMetrics;
 use crate::cds::store::ConfigStore;
 use crate::cds::version::Version;
+use crate::cluster::nodes::NodeFeed;
 use crate::cluster::writer::Writer;
 use crate::metrics::OperatorMetrics;
 use crate::pipeline::ConfigSink;
@@ -101,7 +102,8 @@ impl Loop {
             readiness: Readiness::default(),
             apply_owned_to_index: writer.is_none(),
             writer,
-        };
+            nodes: NodeFeed::new(Arc::default()),
+            };
         let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
         let writer = outputs.writer.clone();
         tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));

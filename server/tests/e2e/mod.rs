@@ -576,7 +576,16 @@ impl Operator {
 
 /// A one-off GET of one Gateway's config from the CDS at `cds`: `None` when there is none.
 pub async fn cds_config(cds: SocketAddr, namespace: &str, gateway: &str) -> Option<StunnerConfig> {
-    let body = http_get(cds, &format!("/api/v1/configs/{namespace}/{gateway}")).await;
+    cds_get(cds, &format!("/api/v1/configs/{namespace}/{gateway}")).await
+}
+
+/// [`cds_config`] as a dataplane on `node` asks for it (`?node=`, patched for that node).
+pub async fn cds_node_config(cds: SocketAddr, namespace: &str, gateway: &str, node: &str) -> Option<StunnerConfig> {
+    cds_get(cds, &format!("/api/v1/configs/{namespace}/{gateway}?node={node}")).await
+}
+
+async fn cds_get(cds: SocketAddr, path: &str) -> Option<StunnerConfig> {
+    let body = http_get(cds, path).await;
     let (status, body) = body?;
     if status != 200 {
         return None;

@@ -1,0 +1,226 @@
+//! Command line and environment of the daemon, compatible with the Go operator's
+//! (operator-behavior.md §6): same flag names and defaults, the same environment variables.
+//!
+//! Deliberate differences, all documented in docs/compatibility.md:
+//! - an invalid value is a start-up error naming the flag (upstream silently falls back);
+//! - an explicit flag beats its environment variable (upstream lets
+//!   STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE override an explicit `--dataplane-mode=managed`);
+//! - Go's single-dash long flags (`-leader-elect`) are accepted and mean the same as `--`.
+//!
+//! The Go value forms are parsed in [`go_values`], the log filter is made in [`logging`].
+
+mod go_values;
+mod logging;
+
+pub use go_values::{
+    BindAddress, InvalidValue, normalize_go_flags, parse_bind_address, parse_go_bool, parse_go_duration,
+    parse_optional_bind_address, parse_positive,
+};
+pub use logging::log_filter;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{ArgAction, Parser};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use stunner_gateway::render::DataplaneMode;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "stunner-gateway-operator", version, about = "The STUNner Kubernetes gateway operator")]
+pub struct Args {
+    /// Run without a cluster: read Gateway API and STUNner manifests from this directory and
+    /// follow changes to its files.
+    #[arg(long, value_name = "DIR")]
+    pub standalone: Option<PathBuf>,
+
+    /// The controller name GatewayClasses must name in spec.controllerName.
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_CONTROLLER_NAME", default_value = "stunner.l7mp.io/gateway-operator")]
+    pub controller_name: String,
+
+    /// The longest a change waits for its render (Go duration, e.g. 250ms, 1s): an isolated
+    /// change renders at once, a burst is coalesced in windows that grow up to this.
+    #[arg(long, default_value = "250ms", value_parser = parse_go_duration)]
+    pub throttle_timeout: Duration,
+
+    /// Use endpoint IPs of backend Services (EndpointSlices) instead of DNS names.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub endpoint_discovery: bool,
+
+    /// managed: one dataplane Deployment per Gateway, configs over CDS; legacy: one ConfigMap per GatewayClass.
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_DATAPLANE_MODE", default_value = "managed", ignore_case = true, value_parser = dataplane_mode_parser())]
+    pub dataplane_mode: DataplaneMode,
+
+    /// Where the config discovery service listens.
+    #[arg(long, default_value = ":13478", value_parser = parse_bind_address)]
+    pub config_discovery_address: SocketAddr,
+
+    /// Host the dataplanes are told to reach the CDS at (the port comes from
+    /// --config-discovery-address). Beats STUNNER_GATEWAY_OPERATOR_ADDRESS and the Service default.
+    #[arg(long = "config-discovery-advertised-host", value_name = "HOST")]
+    pub advertised_host: Option<String>,
+
+    /// The Service in front of the operators' CDS ports, in the operator's namespace. In a
+    /// cluster, dataplanes are told `<service>.<namespace>.svc:13478` (the Service's port, not
+    /// the pods'), an address that outlives every operator pod. Empty: advertise the bind
+    /// address, as upstream does.
+    #[arg(
+        long,
+        env = "STUNNER_GATEWAY_OPERATOR_CDS_SERVICE",
+        default_value = "stunner-config-discovery",
+        value_name = "NAME"
+    )]
+    pub config_discovery_service: String,
+
+    /// Where Prometheus metrics are served (`0` disables).
+    #[arg(long, default_value = ":8080", value_parser = parse_optional_bind_address)]
+    pub metrics_bind_address: BindAddress,
+
+    /// Where /healthz and /readyz are served (`0` disables).
+    #[arg(long, default_value = ":8081", value_parser = parse_optional_bind_address)]
+    pub health_probe_bind_address: BindAddress,
+
+    /// Where CPU profiles are served (`0` disables). Exposes internals: keep it on loopback.
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_PPROF_BIND_ADDRESS", default_value = "0", value_parser = parse_optional_bind_address)]
+    pub pprof_bind_address: BindAddress,
+
+    /// Watch Endpoints instead of EndpointSlices (upstream's spelling).
+    #[arg(long = "disable-endpontslice-controller", alias = "disable-endpointslice-controller", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub disable_endpointslice_controller: bool,
+
+    /// Elect a leader among replicas; only the leader writes to the API server.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub leader_elect: bool,
+
+    /// On shutdown, invalidate Gateways and remove the dataplanes.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub enable_finalizer: bool,
+
+    /// Resolve a route backend in another namespace only if a ReferenceGrant there allows it
+    /// (Gateway API semantics; the refused route gets ResolvedRefs=False, RefNotPermitted). Off
+    /// by default: any namespace is allowed, as upstream.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub enforce_reference_grants: bool,
+
+    /// Most CDS connections open at once.
+    #[arg(long, default_value_t = 16384)]
+    pub cds_max_connections: usize,
+
+    /// Most gRPC watches open at once on the server; past it a watch ends with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 16384, value_parser = parse_positive)]
+    pub cds_max_grpc_watches: usize,
+
+    /// Most gRPC watches open at once on one connection; past it a watch ends with
+    /// RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 16, value_parser = parse_positive)]
+    pub cds_max_grpc_watches_per_connection: usize,
+
+    /// Who may read which configs: `none` (anyone who reaches the port, as upstream) or `pod`
+    /// (a config only to its Gateway's running dataplane pods, lists only to loopback and the
+    /// operator's pods; cluster mode only). docs/deploy.md, "CDS authorization".
+    #[arg(long, value_enum, default_value_t = crate::cds::authz::Mode::None)]
+    pub cds_authorization: crate::cds::authz::Mode,
+
+    /// With `--cds-authorization=pod`: a client that sends `Authorization: Bearer <token>` (a
+    /// Kubernetes token) is let in when a TokenReview accepts the token and a
+    /// SubjectAccessReview lets its user `readconfig` the requested Gateways.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub cds_token_review: bool,
+
+    /// A CDS client that does not take a config within this time is disconnected.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub cds_write_timeout: Duration,
+
+    /// The log filter (tracing's `EnvFilter` syntax); beats --zap-log-level when set and valid.
+    /// Upstream has no flag for it: the environment variable only.
+    #[arg(long, env = "RUST_LOG", hide = true)]
+    pub rust_log: Option<String>,
+
+    /// The operator's own namespace (the downward API's `POD_NAMESPACE`): where its Lease and
+    /// its CDS Service live.
+    #[arg(long, env = "POD_NAMESPACE", hide = true, default_value = "stunner-system")]
+    pub pod_namespace: String,
+
+    /// The operator pod's IPs (`POD_IPS`, comma-separated): tools run in its pods may list configs.
+    #[arg(long, env = "POD_IPS", hide = true)]
+    pub pod_ips: Option<String>,
+
+    /// This replica's name in the leader election (`POD_NAME`, else `HOSTNAME`).
+    #[arg(long, env = "POD_NAME", hide = true)]
+    pub pod_name: Option<String>,
+    #[arg(long, env = "HOSTNAME", hide = true)]
+    pub hostname: Option<String>,
+
+    /// Upstream's CDS address variable (the operator pod's IP); see
+    /// [`Args::advertised_cds_address`].
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_ADDRESS", hide = true)]
+    pub operator_address: Option<String>,
+
+    /// Gateway label keys not copied to dataplane Deployments; see [`Args::label_filter`].
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_LABEL_FILTER", hide = true)]
+    pub label_filter: Option<String>,
+
+    /// Log level (zap's flag, kept for compatibility): debug, info, error, or a number.
+    #[arg(long, default_value = "info")]
+    pub zap_log_level: String,
+
+    /// Accepted for compatibility with the Go operator's logger flags.
+    #[arg(long, hide = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub zap_devel: Option<String>,
+    #[arg(long, hide = true)]
+    pub zap_encoder: Option<String>,
+    #[arg(long, hide = true)]
+    pub zap_stacktrace_level: Option<String>,
+    #[arg(long, hide = true)]
+    pub zap_time_encoding: Option<String>,
+}
+
+/// `managed` or `legacy` (any case) as the renderer's [`DataplaneMode`]: one type for the mode
+/// from the flag to the render.
+fn dataplane_mode_parser() -> impl TypedValueParser<Value = DataplaneMode> {
+    PossibleValuesParser::new(["managed", "legacy"]).map(|mode| match mode.to_ascii_lowercase().as_str() {
+        "legacy" => DataplaneMode::Legacy,
+        _ => DataplaneMode::Managed,
+    })
+}
+
+/// The port of the CDS Service in the Helm chart and the plain manifests (upstream's CDS port).
+pub const CDS_SERVICE_PORT: u16 = 13478;
+
+impl Args {
+    /// Parses the process arguments, accepting Go's single-dash long flags.
+    pub fn from_env() -> Self {
+        Self::parse_from(normalize_go_flags(std::env::args()))
+    }
+
+    /// The CDS `host:port` told to dataplanes; the renderer turns it into `STUNNER_CONFIG_ORIGIN`.
+    /// The host, first that applies: --config-discovery-advertised-host;
+    /// STUNNER_GATEWAY_OPERATOR_ADDRESS (`operator_address`) when set, even empty (upstream's meaning: the
+    /// operator pod's IP, which rolls every dataplane when the pod changes); in a cluster
+    /// (`namespace` given) the CDS Service, at its port; the host of the bind address.
+    /// Except for the Service, the port is the bind address's.
+    pub fn advertised_cds_address(&self, namespace: Option<&str>) -> String {
+        let port = self.config_discovery_address.port();
+        let service = namespace.filter(|_| !self.config_discovery_service.is_empty());
+        let host = match (self.advertised_host.as_deref(), self.operator_address.as_deref(), service) {
+            (Some(h), _, _) | (None, Some(h), _) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
+            (None, None, Some(ns)) => {
+                return format!("{}.{ns}.svc:{CDS_SERVICE_PORT}", self.config_discovery_service);
+            }
+            (None, None, None) if self.config_discovery_address.ip().is_unspecified() => String::new(),
+            (None, None, None) => self.config_discovery_address.ip().to_string(),
+        };
+        if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+    }
+
+    /// Gateway label keys not copied to dataplane Deployments: STUNNER_GATEWAY_OPERATOR_LABEL_FILTER
+    /// (a comma-separated list) replaces the default list; set but empty, nothing is filtered.
+    pub fn label_filter(&self) -> Vec<String> {
+        match &self.label_filter {
+            None => stunner_gateway::render::DEFAULT_LABEL_FILTER.iter().map(|s| s.to_string()).collect(),
+            Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
