@@ -1,7 +1,7 @@
 //! The lease in the API server: reads and writes with its optimistic concurrency, a
 //! conflict (409) told apart from other failures.
 
-use super::{LEASE_NAME, LeaseError, LeaseStore, Versioned};
+use super::store::{LEASE_NAME, LeaseError, LeaseStore, Versioned};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};

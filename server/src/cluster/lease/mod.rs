@@ -11,8 +11,10 @@
 //! server.
 
 mod kube_store;
+mod store;
 
 pub use kube_store::KubeLeaseStore;
+pub use store::{LEASE_NAME, LeaseError, LeaseStore, Versioned};
 
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -21,9 +23,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// The Lease the Go operator elects on.
-pub const LEASE_NAME: &str = "92062b70.l7mp.io";
 
 /// controller-runtime's defaults.
 #[derive(Debug, Clone, Copy)]
@@ -41,32 +40,6 @@ impl Default for Timings {
             retry_period: Duration::from_secs(2),
         }
     }
-}
-
-/// Why a lease read or write failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaseError {
-    /// Someone else wrote first (create of an existing lease, or a stale resourceVersion).
-    #[error("conflict")]
-    Conflict,
-    #[error("{0}")]
-    Other(String),
-}
-
-/// A lease and the resourceVersion it was read at.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Versioned {
-    pub spec: LeaseSpec,
-    pub version: String,
-}
-
-/// Where the lease lives: the API server, or a fake in tests.
-pub trait LeaseStore {
-    fn get(&self) -> impl Future<Output = Result<Option<Versioned>, LeaseError>> + Send;
-    /// Creates the lease; `Conflict` if it exists.
-    fn create(&self, spec: &LeaseSpec) -> impl Future<Output = Result<(), LeaseError>> + Send;
-    /// Replaces the lease read at `version`; `Conflict` if it changed since.
-    fn update(&self, spec: &LeaseSpec, version: &str) -> impl Future<Output = Result<(), LeaseError>> + Send;
 }
 
 /// One replica's view of the election.
