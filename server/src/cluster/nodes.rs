@@ -227,15 +227,18 @@ mod tests {
     async fn the_first_external_ip_wins_and_deletion_forgets_it() {
         let table = Arc::new(NodeAddresses::default());
         let feed = NodeFeed::new(table.clone());
-        see(&feed, &node(
-            "n1",
-            &[
-                ("InternalIP", "10.0.0.1"),
-                ("ExternalDNS", "localhost"),
-                ("ExternalIP", "203.0.113.7"),
-                ("ExternalIP", "203.0.113.8"),
-            ],
-        ));
+        see(
+            &feed,
+            &node(
+                "n1",
+                &[
+                    ("InternalIP", "10.0.0.1"),
+                    ("ExternalDNS", "localhost"),
+                    ("ExternalIP", "203.0.113.7"),
+                    ("ExternalIP", "203.0.113.8"),
+                ],
+            ),
+        );
         assert_eq!(table.get("n1"), ip("203.0.113.7"), "an ExternalIP is recorded at once");
         see(&feed, &node("n1", &[("ExternalIP", "2001:db8::1")]));
         assert_eq!(table.get("n1"), ip("2001:db8::1"));

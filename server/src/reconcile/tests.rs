@@ -103,7 +103,7 @@ impl Loop {
             apply_owned_to_index: writer.is_none(),
             writer,
             nodes: NodeFeed::new(Arc::default()),
-            };
+        };
         let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
         let writer = outputs.writer.clone();
         tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));

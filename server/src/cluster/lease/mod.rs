@@ -18,7 +18,6 @@ pub use store::{LEASE_NAME, LeaseError, LeaseStore, Versioned};
 
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
