@@ -73,6 +73,50 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let tracker = TaskTracker::new();
+    let (router, grpc) = routes(&store, &settings, extra, &shutdown, &tracker).await;
+    let rejected = Some(store.metrics.rejected_connections.clone());
+    let mut acceptor = match Acceptor::new(listener, "config discovery", settings.max_connections, rejected) {
+        Ok(acceptor) => acceptor,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve config discovery");
+            return;
+        }
+    };
+    loop {
+        let (stream, peer, slot) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = acceptor.accept() => accepted,
+        };
+        let _ = stream.set_nodelay(true);
+        // Bounds the kernel memory a client that stops reading can pin (Linux would otherwise
+        // let the send buffer grow to tcp_wmem's maximum, megabytes per connection).
+        let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
+        let connection = Connection {
+            permit: ConnectionPermit::new(slot),
+            peer: PeerAddr(peer),
+            watches: ConnectionWatches::new(settings.grpc.max_watches_per_connection),
+        };
+        let service = dispatch(connection, router.clone(), grpc.clone());
+        let (settings, shutdown, streams) = (settings.clone(), shutdown.clone(), TrackedExecutor(tracker.clone()));
+        tracker.spawn(serve_connection(stream, service, settings, shutdown, streams));
+    }
+    drop(acceptor);
+    tracker.close();
+    // Every stream ends on the same token (a Close frame, an UNAVAILABLE status): give them time.
+    if tokio::time::timeout(settings.shutdown_grace, tracker.wait()).await.is_err() {
+        tracing::warn!("CDS shutdown grace period over with watch streams still open");
+    }
+}
+
+/// The HTTP/WebSocket router (with `extra` merged in) and the gRPC routes over one store and
+/// one client table, their tasks on `tracker`.
+async fn routes(
+    store: &Arc<ConfigStore>,
+    settings: &ServerSettings,
+    extra: axum::Router,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) -> (axum::Router, tonic::service::Routes) {
     let clients = Arc::new(ClientTable::new(store.metrics.clone()));
     let state = Arc::new(CdsState {
         store: store.clone(),
@@ -93,83 +137,89 @@ pub async fn serve(
         tracker.clone(),
     )
     .await;
-    let rejected = Some(store.metrics.rejected_connections.clone());
-    let mut acceptor = match Acceptor::new(listener, "config discovery", settings.max_connections, rejected) {
-        Ok(acceptor) => acceptor,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot serve config discovery");
-            return;
-        }
-    };
-    loop {
-        let (stream, peer, slot) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = acceptor.accept() => accepted,
-        };
-        let _ = stream.set_nodelay(true);
-        // Bounds the kernel memory a client that stops reading can pin (Linux would otherwise
-        // let the send buffer grow to tcp_wmem's maximum, megabytes per connection).
-        let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
-        let permit = ConnectionPermit::new(slot);
-        let watches = ConnectionWatches::new(settings.grpc.max_watches_per_connection);
+    (router, grpc)
+}
+
+/// What every request on one connection carries, for the handlers' extractors.
+struct Connection {
+    permit: ConnectionPermit,
+    peer: PeerAddr,
+    watches: ConnectionWatches,
+}
+
+/// The service of one connection: gRPC requests (`content-type: application/grpc*`) to the
+/// gRPC API, all others to the HTTP/WebSocket router, each with the connection's extensions.
+fn dispatch(
+    connection: Connection,
+    router: axum::Router,
+    grpc: tonic::service::Routes,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send,
+> + Clone {
+    let connection = Arc::new(connection);
+    hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(connection.permit.clone());
+        req.extensions_mut().insert(connection.peer);
+        req.extensions_mut().insert(connection.watches.clone());
+        let is_grpc = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
         let router = router.clone();
         let grpc = grpc.clone();
-        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            req.extensions_mut().insert(permit.clone());
-            req.extensions_mut().insert(PeerAddr(peer));
-            req.extensions_mut().insert(watches.clone());
-            let is_grpc = req
-                .headers()
-                .get(axum::http::header::CONTENT_TYPE)
-                .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-            let router = router.clone();
-            let grpc = grpc.clone();
-            async move {
-                if is_grpc {
-                    grpc.oneshot(req).await.map(|resp| resp.map(axum::body::Body::new))
-                } else {
-                    router.oneshot(req.map(axum::body::Body::new)).await
-                }
-            }
-        });
-        let settings = settings.clone();
-        let shutdown = shutdown.clone();
-        let streams = TrackedExecutor(tracker.clone());
-        tracker.spawn(async move {
-            let mut stream = stream;
-            // The first bytes tell HTTP/2 (gRPC) from HTTP/1.1; they must come in time.
-            let prefix = match tokio::time::timeout(settings.header_read_timeout, sniff(&mut stream)).await {
-                Ok(Ok(prefix)) => prefix,
-                Ok(Err(_)) | Err(_) => return,
-            };
-            let is_h2 = prefix == H2_PREFACE;
-            let io = TokioIo::new(Rewind { prefix, inner: stream });
-            if is_h2 {
-                let grpc = &settings.grpc;
-                let mut http = hyper::server::conn::http2::Builder::new(streams);
-                http.timer(TokioTimer::new())
-                    .max_concurrent_streams(grpc.max_concurrent_streams)
-                    .keep_alive_interval(grpc.keepalive_interval)
-                    .keep_alive_timeout(grpc.keepalive_timeout)
-                    .max_header_list_size(16 * 1024)
-                    .initial_stream_window_size(H2_RECEIVE_WINDOW)
-                    .initial_connection_window_size(4 * H2_RECEIVE_WINDOW);
-                until_shutdown(http.serve_connection(io, service), &shutdown, |c| c.graceful_shutdown()).await;
+        async move {
+            if is_grpc {
+                grpc.oneshot(req).await.map(|resp| resp.map(axum::body::Body::new))
             } else {
-                let mut http = hyper::server::conn::http1::Builder::new();
-                http.timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).max_buf_size(16 * 1024);
-                until_shutdown(http.serve_connection(io, service).with_upgrades(), &shutdown, |c| {
-                    c.graceful_shutdown()
-                })
-                .await;
+                router.oneshot(req.map(axum::body::Body::new)).await
             }
-        });
-    }
-    drop(acceptor);
-    tracker.close();
-    // Every stream ends on the same token (a Close frame, an UNAVAILABLE status): give them time.
-    if tokio::time::timeout(settings.shutdown_grace, tracker.wait()).await.is_err() {
-        tracing::warn!("CDS shutdown grace period over with watch streams still open");
+        }
+    })
+}
+
+/// Serves one accepted connection with HTTP/2 when it opens with the preface, else HTTP/1.1
+/// (upgrades allowed), until it ends or `shutdown` asks it to close gracefully.
+async fn serve_connection<S>(
+    mut stream: TcpStream,
+    service: S,
+    settings: ServerSettings,
+    shutdown: CancellationToken,
+    streams: TrackedExecutor,
+) where
+    S: hyper::service::Service<
+            Request<Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    // The first bytes tell HTTP/2 (gRPC) from HTTP/1.1; they must come in time.
+    let prefix = match tokio::time::timeout(settings.header_read_timeout, sniff(&mut stream)).await {
+        Ok(Ok(prefix)) => prefix,
+        Ok(Err(_)) | Err(_) => return,
+    };
+    let is_h2 = prefix == H2_PREFACE;
+    let io = TokioIo::new(Rewind { prefix, inner: stream });
+    if is_h2 {
+        let grpc = &settings.grpc;
+        let mut http = hyper::server::conn::http2::Builder::new(streams);
+        http.timer(TokioTimer::new())
+            .max_concurrent_streams(grpc.max_concurrent_streams)
+            .keep_alive_interval(grpc.keepalive_interval)
+            .keep_alive_timeout(grpc.keepalive_timeout)
+            .max_header_list_size(16 * 1024)
+            .initial_stream_window_size(H2_RECEIVE_WINDOW)
+            .initial_connection_window_size(4 * H2_RECEIVE_WINDOW);
+        until_shutdown(http.serve_connection(io, service), &shutdown, |c| c.graceful_shutdown()).await;
+    } else {
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).max_buf_size(16 * 1024);
+        until_shutdown(http.serve_connection(io, service).with_upgrades(), &shutdown, |c| c.graceful_shutdown()).await;
     }
 }
 
