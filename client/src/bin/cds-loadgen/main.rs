@@ -17,6 +17,7 @@
 //! frame received, no error), 1 otherwise.
 
 mod cli;
+mod collect;
 mod daemon;
 mod plot;
 mod stats;
@@ -24,9 +25,10 @@ mod stats;
 use anyhow::{Context, bail};
 use clap::Parser;
 use cli::Args;
+use collect::Collector;
 use daemon::{Daemon, Shape};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use stats::{Restart, Samples, Summary};
+use stats::Summary;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -77,7 +79,7 @@ fn fail(message: &str) -> ExitCode {
 }
 
 /// What a watcher tells the collector.
-enum Report {
+pub enum Report {
     /// A watcher received the config of update `seq`.
     Got {
         seq: u64,
@@ -133,7 +135,46 @@ async fn drive(
     let client = CdsClient::new(&daemon.addr)?
         .with_transport(transport)
         .with_watch_settings(WatchSettings { client_name: "cds-loadgen".into(), ..Default::default() });
-    // Ready when every Gateway's initial config is served.
+    wait_until_served(args, daemon, deadline).await?;
+    let mut s = Summary::new(args, transport, &daemon.addr, daemon.pid().and_then(daemon::rss_kib));
+
+    let bar = progress(args.watchers, "connecting");
+    let (tx, rx) = mpsc::unbounded_channel();
+    let gate = Arc::new(Semaphore::new(args.connect_concurrency as usize));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut collector = Collector::new(args, rx, deadline, bar);
+    for idx in 0..args.watchers {
+        let id = ConfigId::new(daemon::NAMESPACE, daemon::gateway(idx % args.gateways));
+        let scope = ConfigScope::Gateway { id, node: None };
+        tasks.spawn(watcher(client.clone(), scope, tx.clone(), gate.clone()));
+    }
+    drop(tx);
+
+    collector.updates(&mut s, daemon).await?;
+    s.server_rss_kib_peak = daemon.pid().and_then(daemon::peak_rss_kib);
+    if args.restart && !s.timed_out {
+        s.restart = Some(collector.restart(&mut s, daemon).await?);
+    }
+    collector.finish(&mut s);
+    tasks.abort_all();
+    s.elapsed_seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "CDS fan-out: {} {} watchers, {} gateway(s), {} updates ({} receipts)",
+            args.watchers,
+            transport,
+            args.gateways,
+            args.updates,
+            collector.latency.len()
+        );
+        std::fs::write(path, plot::svg(collector.latency.sorted(), &title))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(s)
+}
+
+/// Ready when every Gateway's initial config is served.
+async fn wait_until_served(args: &Args, daemon: &Daemon, deadline: Instant) -> anyhow::Result<()> {
     let rest = CdsClient::new(&daemon.addr)?;
     let scope = ConfigScope::Namespace(daemon::NAMESPACE.into());
     let ready = daemon::wait_until(deadline.saturating_duration_since(Instant::now()), async || {
@@ -151,184 +192,7 @@ async fn drive(
             daemon::NAMESPACE
         );
     }
-    let rss = |pid: Option<u32>| pid.and_then(daemon::rss_kib);
-    let rss_before = rss(daemon.pid());
-
-    let n = args.watchers;
-    let bar = progress(n, "connecting");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let gate = Arc::new(Semaphore::new(args.connect_concurrency as usize));
-    let mut tasks = tokio::task::JoinSet::new();
-    let ramp_start = Instant::now();
-    for idx in 0..n {
-        let id = ConfigId::new(daemon::NAMESPACE, daemon::gateway(idx % args.gateways));
-        let scope = ConfigScope::Gateway { id, node: None };
-        tasks.spawn(watcher(client.clone(), scope, tx.clone(), gate.clone()));
-    }
-    drop(tx);
-
-    let mut s = Summary {
-        transport: transport.to_string(),
-        server: daemon.addr.clone(),
-        watchers: n,
-        gateways: args.gateways,
-        endpoints: args.endpoints,
-        updates: args.updates,
-        connect_seconds: 0.0,
-        connect_rate: 0.0,
-        latency_ms: None,
-        spread_ms: None,
-        frames_received: 0,
-        frames_expected: n * args.updates,
-        connect_failures: 0,
-        disconnects: 0,
-        rejected: 0,
-        errors: 0,
-        zero_configs: 0,
-        server_rss_kib_before: rss_before,
-        server_rss_kib_after: None,
-        server_rss_kib_per_watcher: None,
-        server_rss_kib_peak: None,
-        restart: None,
-        timed_out: false,
-        elapsed_seconds: 0.0,
-    };
-    // Per update: when it was written, its first receipt, how many watchers have it. The
-    // restart writes one update more.
-    let last = args.updates + u64::from(args.restart);
-    let k = last as usize;
-    let mut written: Vec<Option<Instant>> = vec![None; k + 1];
-    let mut first: Vec<Option<Instant>> = vec![None; k + 1];
-    let mut have: Vec<u64> = vec![0; k + 1];
-    let mut latency = Samples::default();
-    let mut spread = Samples::default();
-
-    // One step: wait until every watcher has update `seq` (0: the ramp-up).
-    for seq in 0..=args.updates {
-        if seq > 0 {
-            if seq == 1 {
-                s.connect_seconds = ramp_start.elapsed().as_secs_f64();
-                s.connect_rate = n as f64 / s.connect_seconds.max(1e-9);
-                bar.finish_and_clear();
-                // Let the server settle before reading its memory.
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                s.server_rss_kib_after = rss(daemon.pid());
-                if let (Some(b), Some(a)) = (s.server_rss_kib_before, s.server_rss_kib_after) {
-                    s.server_rss_kib_per_watcher = Some(((a as f64 - b as f64) / n as f64 * 10.0).round() / 10.0);
-                }
-                bar.reset();
-                bar.set_length(n * args.updates);
-                bar.set_message("updates");
-            }
-            written[seq as usize] = Some(Instant::now());
-            daemon.write(seq)?;
-        }
-        while have[seq as usize] < n {
-            let report = tokio::select! {
-                r = rx.recv() => r,
-                _ = tokio::time::sleep_until(deadline) => {
-                    s.timed_out = true;
-                    break;
-                }
-            };
-            let Some(report) = report else { break };
-            match report {
-                Report::Got { seq: got, at } if got <= args.updates => {
-                    let g = got as usize;
-                    // A watcher reports each update at most once (the library drops resends);
-                    // an update it skipped (it was away) is not counted for it.
-                    have[g] += 1;
-                    if got == 0 {
-                        bar.inc(1);
-                        continue;
-                    }
-                    s.frames_received += 1;
-                    bar.inc(1);
-                    if let Some(t0) = written[g] {
-                        latency.push(at.saturating_duration_since(t0));
-                    }
-                    let f = *first[g].get_or_insert(at);
-                    spread.push(at.saturating_duration_since(f));
-                }
-                Report::Got { .. } => {}
-                Report::Zero => s.zero_configs += 1,
-                Report::ConnectFailure => s.connect_failures += 1,
-                Report::Disconnect => s.disconnects += 1,
-                Report::Rejected => s.rejected += 1,
-            }
-        }
-        if s.timed_out {
-            break;
-        }
-    }
-    s.server_rss_kib_peak = daemon.pid().and_then(daemon::peak_rss_kib);
-    if args.restart && !s.timed_out {
-        let seq = last;
-        let restarted = Instant::now();
-        let limit = deadline.saturating_duration_since(restarted);
-        tokio::task::block_in_place(|| daemon.restart(seq, limit))?;
-        let mut r = Restart { serving_ms: ms_since(restarted), ..Restart::default() };
-        let mut back = Samples::default();
-        while have[k] < n {
-            let report = tokio::select! {
-                r = rx.recv() => r,
-                _ = tokio::time::sleep_until(deadline) => {
-                    s.timed_out = true;
-                    break;
-                }
-            };
-            match report {
-                Some(Report::Got { seq: got, at }) if got == seq => {
-                    have[k] += 1;
-                    back.push(at.saturating_duration_since(restarted));
-                }
-                Some(Report::Got { .. }) => {}
-                Some(Report::Zero) => s.zero_configs += 1,
-                // Every watcher loses its connection, and fails to connect while the operator
-                // is down: the storm itself, not an error.
-                Some(Report::ConnectFailure | Report::Disconnect) => r.reconnect_failures += 1,
-                Some(Report::Rejected) => s.rejected += 1,
-                None => break,
-            }
-        }
-        r.watchers_back = have[k];
-        r.last_watcher_ms = ms_since(restarted);
-        r.latency_ms = back.summary();
-        s.restart = Some(r);
-    }
-    bar.finish_and_clear();
-    if s.connect_seconds == 0.0 {
-        s.connect_seconds = ramp_start.elapsed().as_secs_f64();
-        s.connect_rate = have[0] as f64 / s.connect_seconds.max(1e-9);
-    }
-    // Errors that arrived after the last receipt still count.
-    while let Ok(report) = rx.try_recv() {
-        match report {
-            Report::Zero => s.zero_configs += 1,
-            Report::ConnectFailure => s.connect_failures += 1,
-            Report::Disconnect => s.disconnects += 1,
-            Report::Rejected => s.rejected += 1,
-            Report::Got { .. } => {}
-        }
-    }
-    tasks.abort_all();
-    s.errors = s.connect_failures + s.disconnects + s.rejected + s.zero_configs;
-    s.latency_ms = latency.summary();
-    s.spread_ms = spread.summary();
-    s.elapsed_seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
-    if let Some(path) = &args.plot {
-        let title = format!(
-            "CDS fan-out: {} {} watchers, {} gateway(s), {} updates ({} receipts)",
-            n,
-            transport,
-            args.gateways,
-            args.updates,
-            latency.len()
-        );
-        std::fs::write(path, plot::svg(latency.sorted(), &title))
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(s)
+    Ok(())
 }
 
 /// One watcher: the library's reconnecting watch of one config, reporting each config's
@@ -362,7 +226,7 @@ async fn watcher(client: CdsClient, scope: ConfigScope, tx: mpsc::UnboundedSende
 }
 
 /// Milliseconds since `t0`, to 0.1 ms.
-fn ms_since(t0: Instant) -> f64 {
+pub fn ms_since(t0: Instant) -> f64 {
     (t0.elapsed().as_secs_f64() * 1e4).round() / 10.0
 }
 

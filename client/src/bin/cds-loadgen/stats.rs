@@ -1,7 +1,9 @@
 //! The figures of a run: percentiles over every receipt, and the summary printed at the end.
 
+use crate::cli::Args;
 use serde::Serialize;
 use std::time::Duration;
+use stunner_gateway_client::cds::Transport;
 
 /// Latencies in microseconds (4 bytes each: a capped run holds at most 10 million).
 #[derive(Debug, Default, Clone)]
@@ -121,6 +123,36 @@ pub struct Restart {
 }
 
 impl Summary {
+    /// A run's summary before anything was measured but the server's memory.
+    pub fn new(args: &Args, transport: Transport, server: &str, server_rss_kib_before: Option<u64>) -> Self {
+        Summary {
+            transport: transport.to_string(),
+            server: server.to_string(),
+            watchers: args.watchers,
+            gateways: args.gateways,
+            endpoints: args.endpoints,
+            updates: args.updates,
+            connect_seconds: 0.0,
+            connect_rate: 0.0,
+            latency_ms: None,
+            spread_ms: None,
+            frames_received: 0,
+            frames_expected: args.watchers * args.updates,
+            connect_failures: 0,
+            disconnects: 0,
+            rejected: 0,
+            errors: 0,
+            zero_configs: 0,
+            server_rss_kib_before,
+            server_rss_kib_after: None,
+            server_rss_kib_per_watcher: None,
+            server_rss_kib_peak: None,
+            restart: None,
+            timed_out: false,
+            elapsed_seconds: 0.0,
+        }
+    }
+
     /// Whether every frame arrived, nothing failed and the run did not time out; after a
     /// restart, every watcher is back.
     pub fn clean(&self) -> bool {
