@@ -16,7 +16,7 @@ use stunner_gateway_operator::cli::{self, Args};
 use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
-use stunner_gateway_operator::pipeline::Outputs;
+use stunner_gateway_operator::pipeline::{Input, Outputs};
 use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::Reconciler;
 use stunner_gateway_operator::source::{files::FileSource, run};
@@ -57,53 +57,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let stop_admin = CancellationToken::new();
     let readiness = Readiness::default();
     let cds_metrics = CdsMetrics::default();
-    let mut registry = Registry::default();
-    cds_metrics.register(&mut registry);
-    operator_metrics.register(&mut registry);
-    let registry = Arc::new(registry);
+    let registry = Arc::new(registry(&cds_metrics, &operator_metrics));
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
     let dataplane_pods = Arc::new(DataplaneIndex::default());
-    let authorizer = authorizer(&args, &mode, dataplane_pods.clone())?;
-    let cds_settings = ServerSettings {
-        authorizer: Arc::new(authorizer),
-        max_connections: args.cds_max_connections,
-        session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
-        grpc: cds_grpc_settings(&args),
-        ..Default::default()
-    };
+    let cds_settings = cds_settings(&args, authorizer(&args, &mode, dataplane_pods.clone())?);
     // The admin ports take the CDS's header read timeout.
     let header_timeout = cds_settings.header_read_timeout;
     // Bind everything first: a busy port is a start-up error, not a late surprise.
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
-    if let Some(addr) = args.metrics_bind_address.0 {
-        let l = bind(addr, "--metrics-bind-address")?;
-        let router = admin::metrics_router(registry.clone());
-        tasks.spawn(admin::serve_router(l, "metrics", router, header_timeout, stop_admin.clone()));
-    }
-    if let Some(addr) = args.pprof_bind_address.0 {
-        pprof::check_exposure(addr);
-        let l = bind(addr, "--pprof-bind-address")?;
-        tasks.spawn(admin::serve_router(l, "pprof", pprof::router(), header_timeout, stop_admin.clone()));
-    }
-    if let Some(addr) = args.health_probe_bind_address.0 {
-        let l = bind(addr, "--health-probe-bind-address")?;
-        let router = admin::health_router(readiness.clone());
-        tasks.spawn(admin::serve_router(l, "health probe", router, header_timeout, stop_admin.clone()));
-    }
+    serve_admin(&args, registry, &readiness, header_timeout, &stop_admin, &mut tasks)?;
 
-    let settings = RenderSettings {
-        controller_name: args.controller_name.clone(),
-        dataplane_mode: args.dataplane_mode,
-        endpoint_discovery: args.endpoint_discovery,
-        endpoint_slices: !args.disable_endpointslice_controller,
-        cds_address: args.advertised_cds_address(matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str())),
-        label_filter: args.label_filter(),
-        finalizing: false,
-        enforce_reference_grants: args.enforce_reference_grants,
-    };
+    let settings = render_settings(&args, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
     let (tx, rx) = mpsc::channel(64);
     let outputs = Outputs {
         store: store.clone(),
@@ -112,59 +79,123 @@ async fn run(args: Args) -> anyhow::Result<()> {
         readiness: readiness.clone(),
         // In a cluster the watchers see the written objects come back.
         apply_owned_to_index: matches!(mode, Mode::Standalone(_)),
-        writer: match &mode {
-            Mode::Cluster(_, writer) => Some(writer.clone()),
-            Mode::Standalone(_) => None,
-        },
+        writer: mode.writer(),
         nodes: NodeFeed::new(store.nodes().clone()),
     };
     let reconciler = tokio::spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
-    let follow = match mode {
-        Mode::Standalone(source) => {
-            tracing::info!(dir = %source.dir().display(), "standalone mode: reading manifests");
-            let follow = run::follow(source, tx, readiness.clone(), shutdown.clone());
-            tokio::spawn(async move { Ok(follow.await?) })
-        }
-        Mode::Cluster(client, writer) => {
-            let settings = cluster::Settings {
-                endpoints: args.disable_endpointslice_controller,
-                leader_elect: args.leader_elect,
-                reference_grants: args.enforce_reference_grants,
-                namespace,
-                identity: lease::identity(args.pod_name.as_deref(), args.hostname.as_deref()),
-                dataplane_pods: (args.cds_authorization == authz::Mode::Pod).then_some(dataplane_pods),
-            };
-            let mut watchers =
-                cluster::start(client, settings, tx, writer, shutdown.clone(), stop_writing.clone()).await?;
-            tokio::spawn(async move {
-                while watchers.join_next().await.is_some() {}
-                anyhow::Ok(())
-            })
-        }
-    };
+    let source =
+        Source { tx, readiness: readiness.clone(), shutdown: shutdown.clone(), stop_writing: stop_writing.clone() };
+    let follow = source.start(mode, &args, namespace, dataplane_pods).await?;
 
     let stages = Stages { readiness, shutdown, stop_writing, stop_admin, finalize: args.enable_finalizer };
-    // Nothing is served before the first complete render.
-    tokio::select! {
-        _ = stages.readiness.wait() => {}
-        _ = wait_for_signal() => {
-            stages.stop(reconciler, follow, tasks).await;
-            return Ok(());
-        }
+    let cds = Cds { listener: cds_listener, store, settings: cds_settings, statuses };
+    stages.serve(cds, reconciler, follow, tasks).await
+}
+
+/// The admin endpoints that are asked for (metrics, pprof, health probes), bound now and
+/// served until `stop`: a busy port is a start-up error.
+fn serve_admin(
+    args: &Args,
+    registry: Arc<Registry>,
+    readiness: &Readiness,
+    header_timeout: Duration,
+    stop: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) -> anyhow::Result<()> {
+    if let Some(addr) = args.metrics_bind_address.0 {
+        let l = bind(addr, "--metrics-bind-address")?;
+        let router = admin::metrics_router(registry.clone());
+        tasks.spawn(admin::serve_router(l, "metrics", router, header_timeout, stop.clone()));
     }
-    let address = cds_listener.local_addr().context("the config discovery listener has no address")?;
-    tracing::info!(%address, "serving config discovery");
-    tasks.spawn(cds::serve(cds_listener, store, cds_settings, statuses.router(), stages.shutdown.clone()));
-    let mut follow = follow;
-    let failure = tokio::select! {
-        _ = wait_for_signal() => None,
-        result = &mut follow => match result {
-            Ok(Err(e)) => Some(e),
-            _ => None,
-        },
-    };
-    stages.stop(reconciler, follow, tasks).await;
-    failure.map_or(Ok(()), Err)
+    if let Some(addr) = args.pprof_bind_address.0 {
+        pprof::check_exposure(addr);
+        let l = bind(addr, "--pprof-bind-address")?;
+        tasks.spawn(admin::serve_router(l, "pprof", pprof::router(), header_timeout, stop.clone()));
+    }
+    if let Some(addr) = args.health_probe_bind_address.0 {
+        let l = bind(addr, "--health-probe-bind-address")?;
+        let router = admin::health_router(readiness.clone());
+        tasks.spawn(admin::serve_router(l, "health probe", router, header_timeout, stop.clone()));
+    }
+    Ok(())
+}
+
+/// What the renderer is told; `cluster_namespace`: the operator's own namespace in a cluster
+/// (its CDS Service's), `None` in standalone mode.
+fn render_settings(args: &Args, cluster_namespace: Option<&str>) -> RenderSettings {
+    RenderSettings {
+        controller_name: args.controller_name.clone(),
+        dataplane_mode: args.dataplane_mode,
+        endpoint_discovery: args.endpoint_discovery,
+        endpoint_slices: !args.disable_endpointslice_controller,
+        cds_address: args.advertised_cds_address(cluster_namespace),
+        label_filter: args.label_filter(),
+        finalizing: false,
+        enforce_reference_grants: args.enforce_reference_grants,
+    }
+}
+
+/// What a source needs to feed the render loop until shutdown.
+struct Source {
+    tx: mpsc::Sender<Input>,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+    stop_writing: CancellationToken,
+}
+
+impl Source {
+    /// Starts following the manifest directory, or the API server's watchers (and the writer);
+    /// the task ends with the source, with its error if it failed.
+    async fn start(
+        self,
+        mode: Mode,
+        args: &Args,
+        namespace: String,
+        dataplane_pods: Arc<DataplaneIndex>,
+    ) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+        Ok(match mode {
+            Mode::Standalone(source) => {
+                tracing::info!(dir = %source.dir().display(), "standalone mode: reading manifests");
+                let follow = run::follow(source, self.tx, self.readiness, self.shutdown);
+                tokio::spawn(async move { Ok(follow.await?) })
+            }
+            Mode::Cluster(client, writer) => {
+                let settings = cluster::Settings {
+                    endpoints: args.disable_endpointslice_controller,
+                    leader_elect: args.leader_elect,
+                    reference_grants: args.enforce_reference_grants,
+                    namespace,
+                    identity: lease::identity(args.pod_name.as_deref(), args.hostname.as_deref()),
+                    dataplane_pods: (args.cds_authorization == authz::Mode::Pod).then_some(dataplane_pods),
+                };
+                let mut watchers =
+                    cluster::start(client, settings, self.tx, writer, self.shutdown, self.stop_writing).await?;
+                tokio::spawn(async move {
+                    while watchers.join_next().await.is_some() {}
+                    anyhow::Ok(())
+                })
+            }
+        })
+    }
+}
+
+/// Every metric the daemon exports, in one registry.
+fn registry(cds: &CdsMetrics, operator: &OperatorMetrics) -> Registry {
+    let mut registry = Registry::default();
+    cds.register(&mut registry);
+    operator.register(&mut registry);
+    registry
+}
+
+/// The CDS listener's settings from the flags.
+fn cds_settings(args: &Args, authorizer: Authorizer) -> ServerSettings {
+    ServerSettings {
+        authorizer: Arc::new(authorizer),
+        max_connections: args.cds_max_connections,
+        session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
+        grpc: cds_grpc_settings(args),
+        ..Default::default()
+    }
 }
 
 /// Who may read which configs (`--cds-authorization`, `--cds-token-review`).
@@ -213,6 +244,47 @@ struct Stages {
     finalize: bool,
 }
 
+/// The CDS, bound and ready to serve once the first render is complete.
+struct Cds {
+    listener: tokio::net::TcpListener,
+    store: Arc<ConfigStore>,
+    settings: ServerSettings,
+    statuses: Arc<StatusBoard>,
+}
+
+impl Stages {
+    /// Serves the CDS from the first complete render on, until a signal or the source's end,
+    /// then stops in stages; the source's error, if it failed, is the daemon's.
+    async fn serve(
+        self,
+        cds: Cds,
+        reconciler: JoinHandle<Reconciler>,
+        mut follow: JoinHandle<anyhow::Result<()>>,
+        mut tasks: JoinSet<()>,
+    ) -> anyhow::Result<()> {
+        // Nothing is served before the first complete render.
+        tokio::select! {
+            _ = self.readiness.wait() => {}
+            _ = wait_for_signal() => {
+                self.stop(reconciler, follow, tasks).await;
+                return Ok(());
+            }
+        }
+        let address = cds.listener.local_addr().context("the config discovery listener has no address")?;
+        tracing::info!(%address, "serving config discovery");
+        tasks.spawn(cds::serve(cds.listener, cds.store, cds.settings, cds.statuses.router(), self.shutdown.clone()));
+        let failure = tokio::select! {
+            _ = wait_for_signal() => None,
+            result = &mut follow => match result {
+                Ok(Err(e)) => Some(e),
+                _ => None,
+            },
+        };
+        self.stop(reconciler, follow, tasks).await;
+        failure.map_or(Ok(()), Err)
+    }
+}
+
 impl Stages {
     /// Stops in the order that no client and no write notices: `/readyz` fails first (the
     /// Service stops sending new clients here); the CDS closes every stream with a Close frame
@@ -246,6 +318,16 @@ enum Mode {
     Standalone(FileSource),
     /// The API server, and the writer the render loop queues for it.
     Cluster(kube::Client, Writer),
+}
+
+impl Mode {
+    /// Cluster mode's writer, which the render loop feeds.
+    fn writer(&self) -> Option<Writer> {
+        match self {
+            Mode::Cluster(_, writer) => Some(writer.clone()),
+            Mode::Standalone(_) => None,
+        }
+    }
 }
 
 fn bind(addr: std::net::SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
