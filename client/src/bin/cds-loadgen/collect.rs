@@ -4,15 +4,29 @@
 //! watcher has the previous one. With `--restart` one more update is written while the
 //! operator is down ([`Collector::restart`]).
 
-use crate::Report;
 use crate::cli::Args;
 use crate::daemon::{self, Daemon};
-use crate::stats::{Restart, Samples, Summary};
+use crate::stats::{Restart, Samples, Summary, ms_since};
 use indicatif::ProgressBar;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+/// What a watcher tells the collector.
+pub enum Report {
+    /// A watcher received the config of update `seq`.
+    Got {
+        seq: u64,
+        at: Instant,
+    },
+    /// A watcher was served the zero config of its id: its Gateway looked deleted.
+    Zero,
+    ConnectFailure,
+    Disconnect,
+    Rejected,
+}
+
+/// Reads the watchers' reports, writes the updates, and fills the summary.
 pub struct Collector<'a> {
     args: &'a Args,
     rx: mpsc::UnboundedReceiver<Report>,
@@ -119,7 +133,7 @@ impl<'a> Collector<'a> {
         let restarted = Instant::now();
         let limit = self.deadline.saturating_duration_since(restarted);
         tokio::task::block_in_place(|| daemon.restart(seq, limit))?;
-        let mut r = Restart { serving_ms: crate::ms_since(restarted), ..Restart::default() };
+        let mut r = Restart { serving_ms: ms_since(restarted), ..Restart::default() };
         let mut back = Samples::default();
         while self.have[k] < self.args.watchers {
             let Some(report) = self.next(s).await else { break };
@@ -136,7 +150,7 @@ impl<'a> Collector<'a> {
             }
         }
         r.watchers_back = self.have[k];
-        r.last_watcher_ms = crate::ms_since(restarted);
+        r.last_watcher_ms = ms_since(restarted);
         r.latency_ms = back.summary();
         Ok(r)
     }

@@ -25,7 +25,7 @@ mod stats;
 use anyhow::{Context, bail};
 use clap::Parser;
 use cli::Args;
-use collect::Collector;
+use collect::{Collector, Report};
 use daemon::{Daemon, Shape};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stats::Summary;
@@ -76,20 +76,6 @@ fn main() -> ExitCode {
 fn fail(message: &str) -> ExitCode {
     let _ = writeln!(std::io::stderr(), "error: {message}");
     ExitCode::FAILURE
-}
-
-/// What a watcher tells the collector.
-pub enum Report {
-    /// A watcher received the config of update `seq`.
-    Got {
-        seq: u64,
-        at: Instant,
-    },
-    /// A watcher was served the zero config of its id: its Gateway looked deleted.
-    Zero,
-    ConnectFailure,
-    Disconnect,
-    Rejected,
 }
 
 async fn run(args: &Args) -> anyhow::Result<Summary> {
@@ -223,11 +209,6 @@ async fn watcher(client: CdsClient, scope: ConfigScope, tx: mpsc::UnboundedSende
             return;
         }
     }
-}
-
-/// Milliseconds since `t0`, to 0.1 ms.
-pub fn ms_since(t0: Instant) -> f64 {
-    (t0.elapsed().as_secs_f64() * 1e4).round() / 10.0
 }
 
 /// A progress bar on stderr, only when stderr is a terminal.

@@ -4,6 +4,7 @@ use crate::cli::Args;
 use serde::Serialize;
 use std::time::Duration;
 use stunner_gateway_client::cds::Transport;
+use tokio::time::Instant;
 
 /// Latencies in microseconds (4 bytes each: a capped run holds at most 10 million).
 #[derive(Debug, Default, Clone)]
@@ -210,6 +211,11 @@ impl Summary {
         );
         s
     }
+}
+
+/// Milliseconds since `t0`, to 0.1 ms.
+pub fn ms_since(t0: Instant) -> f64 {
+    (t0.elapsed().as_secs_f64() * 1e4).round() / 10.0
 }
 
 #[cfg(test)]
