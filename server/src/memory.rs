@@ -1,0 +1,33 @@
+//! Giving the heap memory the operator freed back to the system.
+//!
+//! glibc's allocator keeps what a program frees for later allocations: it returns pages to the
+//! system only from the top of the main heap, and only past a threshold. A large render (the
+//! first complete one, or a change to a GatewayConfig every Gateway shares) and a rescan of a
+//! large manifest directory build and drop a working set of many small allocations (parsed
+//! YAML, the render's objects and output), spread over the arenas of the threads that ran
+//! them. Freed, those pages stayed resident: with 1,000 Gateways the operator kept the peak of
+//! its first render as its RSS for good. `malloc_trim` releases the free pages of every arena.
+
+/// Renders of at least this many Gateways are followed by [`release_free_memory`]: below,
+/// what a render frees is little and soon used again, and the walk over the heap not worth it.
+pub const LARGE_RENDER: usize = 64;
+
+/// Returns the heap's free pages to the system; whether any were released. A no-op (false)
+/// where the allocator is not glibc's.
+pub fn release_free_memory() -> bool {
+    trim()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim() -> bool {
+    // SAFETY: `malloc_trim` takes no pointers and only walks the allocator's own state, under
+    // the allocator's locks; any thread may call it at any time.
+    #[allow(unsafe_code)] // a libc call
+    let released = unsafe { libc::malloc_trim(0) };
+    released == 1
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim() -> bool {
+    false
+}
