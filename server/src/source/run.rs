@@ -4,21 +4,29 @@
 //! A rescan reads files and parses YAML, so it runs on a blocking thread: whatever the
 //! directory holds, the CDS, its pongs and every endpoint keep answering. A rescan that could
 //! not read everything for a passing reason (e.g. out of file descriptors) is repeated with
-//! backoff, since no file event may come to ask again. When the directory itself is removed,
+//! backoff, since no file event may come to ask again. A rescan under which a write began (the
+//! file may have been read truncated, between an in-place writer's truncate and its write) is
+//! not handed on: its changes wait for the rescan after that write settles, which is handed on
+//! with them, so a burst of in-place rewrites never serves a half-written file's state (a
+//! Gateway withdrawn for a moment) and is rendered once when it ends. Rescans interrupted
+//! without pause are handed on after [`INTERRUPTED_MAX`] all the same, so a file rewritten
+//! forever is still served. When the directory itself is removed,
 //! the last objects stay in force, `/readyz` fails and says why, and the directory is looked
 //! for until it is back, then watched and read again.
 
 use super::files::FileSource;
 use super::manifests::Rescan;
-use super::watcher;
+use super::watcher::{self, Writes};
 use crate::admin::Readiness;
-use crate::pipeline::Input;
-use std::collections::BTreeSet;
+use crate::pipeline::{Change, Input};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use stunner_gateway::index::ObjRef;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The first pause before a failed rescan is repeated; it doubles up to [`RETRY_MAX`].
@@ -26,6 +34,9 @@ const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(10);
 /// How often a removed directory is looked for.
 const GONE_POLL: Duration = Duration::from_millis(500);
+/// How long rescans may be interrupted before one is handed on all the same: a file rewritten
+/// without pause is served (what it was read as), later than its events settle ([`watcher::OPEN_MAX`]).
+const INTERRUPTED_MAX: Duration = Duration::from_secs(2);
 
 /// Why the directory cannot be watched.
 #[derive(Debug, thiserror::Error)]
@@ -57,18 +68,31 @@ pub async fn follow(
     let dir = source.dir().to_path_buf();
     // Watch before the first scan, so a change made during the scan is not missed.
     let mut watched = Some(Watched::start(&dir)?);
-    let mut follower = Follower { source: Some(source), reported: BTreeSet::new(), tx };
-    let mut retry = follower.rescan().await.then_some(RETRY_FIRST);
-    if follower.tx.send(Input::Synced).await.is_err() {
-        return Ok(());
-    }
+    let mut follower = Follower::new(source, tx);
+    let mut retry = None;
+    let mut synced = false;
     loop {
+        if let Some(w) = &watched {
+            let scan = follower.rescan(&w.watch.writes).await;
+            retry = match scan {
+                Scan::Complete => None,
+                Scan::Incomplete => Some(retry.map_or(RETRY_FIRST, |r: Duration| (r * 2).min(RETRY_MAX))),
+                Scan::Interrupted => retry,
+            };
+            // The initial state is complete once a rescan of it was handed on.
+            if !synced && scan != Scan::Interrupted {
+                if follower.tx.send(Input::Synced).await.is_err() {
+                    return Ok(());
+                }
+                synced = true;
+            }
+        }
         match &mut watched {
             Some(w) => {
                 let pause = retry.unwrap_or(Duration::MAX);
                 tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
-                    event = w.events.recv() => if event.is_none() { return Ok(()) },
+                    event = w.watch.settled.recv() => if event.is_none() { return Ok(()) },
                     _ = tokio::time::sleep(pause), if retry.is_some() => {}
                 }
                 if !w.is_current(&dir) {
@@ -78,7 +102,6 @@ pub async fn follow(
                         dir.display()
                     )));
                     watched = None;
-                    continue;
                 }
             }
             None => {
@@ -86,24 +109,21 @@ pub async fn follow(
                     _ = shutdown.cancelled() => return Ok(()),
                     _ = tokio::time::sleep(GONE_POLL) => {}
                 }
-                match Watched::start(&dir) {
-                    Ok(w) => watched = Some(w),
-                    Err(_) => continue,
+                if let Ok(w) = Watched::start(&dir) {
+                    watched = Some(w);
+                    tracing::info!(dir = %dir.display(), "the manifest directory is back");
+                    readiness.set_source_problem(None);
+                    retry = None;
                 }
-                tracing::info!(dir = %dir.display(), "the manifest directory is back");
-                readiness.set_source_problem(None);
-                retry = None;
             }
         }
-        retry = follower.rescan().await.then(|| retry.map_or(RETRY_FIRST, |r| (r * 2).min(RETRY_MAX)));
     }
 }
 
 /// The watch on the directory, and the directory it watches, held open: while held, its
 /// inode cannot be reused, so a directory removed and created again is told apart from it.
 struct Watched {
-    _watcher: notify::RecommendedWatcher,
-    events: mpsc::Receiver<()>,
+    watch: watcher::Watch,
     root: File,
 }
 
@@ -114,9 +134,8 @@ impl Watched {
         if !root.metadata().map_err(open)?.is_dir() {
             return Err(WatchError::NotADirectory { dir: dir.to_path_buf() });
         }
-        let (watcher, events) =
-            watcher::watch(dir).map_err(|source| WatchError::Notify { dir: dir.to_path_buf(), source })?;
-        Ok(Watched { _watcher: watcher, events, root })
+        let watch = watcher::watch(dir).map_err(|source| WatchError::Notify { dir: dir.to_path_buf(), source })?;
+        Ok(Watched { watch, root })
     }
 
     /// Whether `dir` still is the directory being watched.
@@ -126,6 +145,18 @@ impl Watched {
     }
 }
 
+/// What a rescan came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// Everything was read and its changes handed on.
+    Complete,
+    /// Handed on, but something could not be read for a reason that may pass: worth
+    /// repeating without a file event.
+    Incomplete,
+    /// A write began under it: its changes wait for the rescan after that write settles.
+    Interrupted,
+}
+
 struct Follower {
     /// Taken while a rescan runs on its blocking thread.
     source: Option<FileSource>,
@@ -133,12 +164,20 @@ struct Follower {
     /// every rescan while it lasts.
     reported: BTreeSet<String>,
     tx: mpsc::Sender<Input>,
+    /// The changes of interrupted rescans, not handed on yet (the source counts them as
+    /// applied: the next rescan's changes are relative to them).
+    withheld: Vec<Change>,
+    /// Since when rescans have been interrupted without one handed on.
+    interrupted_since: Option<Instant>,
 }
 
 impl Follower {
-    /// Rescans and hands the changes on; returns whether to rescan again without a file
-    /// event (something could not be read for a reason that may pass).
-    async fn rescan(&mut self) -> bool {
+    fn new(source: FileSource, tx: mpsc::Sender<Input>) -> Self {
+        Follower { source: Some(source), reported: BTreeSet::new(), tx, withheld: Vec::new(), interrupted_since: None }
+    }
+
+    /// Rescans and hands the changes on, unless a write began under the rescan (`writes`).
+    async fn rescan(&mut self, writes: &Writes) -> Scan {
         let mut source = self.source.take().expect("one rescan at a time");
         let (source, result) = tokio::task::spawn_blocking(move || {
             let result = source.rescan();
@@ -156,15 +195,39 @@ impl Follower {
             Ok(r) => r,
             Err(e) => {
                 self.report(vec![format!("cannot read the manifest directory {dir}: {e}")], tracing::Level::ERROR);
-                return true;
+                return Scan::Incomplete;
             }
         };
+        self.withhold(changes);
+        if !writes.settled() {
+            let now = Instant::now();
+            let since = *self.interrupted_since.get_or_insert(now);
+            if now - since < INTERRUPTED_MAX {
+                tracing::debug!(dir, "a write began while the manifests were read; waiting for it to settle");
+                return Scan::Interrupted;
+            }
+        }
+        self.interrupted_since = None;
+        // Problems of an interrupted rescan may be the half-written file's: only these count.
         self.report(problems(&report), tracing::Level::WARN);
+        let changes = std::mem::take(&mut self.withheld);
         if !changes.is_empty() {
             tracing::info!(files = report.changed.len(), objects = changes.len(), "manifests changed");
             let _ = self.tx.send(Input::Changes(changes)).await;
         }
-        report.incomplete()
+        if report.incomplete() { Scan::Incomplete } else { Scan::Complete }
+    }
+
+    /// Adds a rescan's changes to those not handed on yet; a later change of an object
+    /// replaces an earlier one.
+    fn withhold(&mut self, changes: Vec<Change>) {
+        if self.withheld.is_empty() {
+            self.withheld = changes;
+            return;
+        }
+        let by_object: BTreeMap<ObjRef, Change> =
+            self.withheld.drain(..).chain(changes).map(|c| (c.seen().0, c)).collect();
+        self.withheld = by_object.into_values().collect();
     }
 
     /// Logs the problems that are new since the last rescan.
@@ -198,6 +261,111 @@ fn problems(report: &Rescan) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cds::{CdsMetrics, ConfigStore, Version};
+    use crate::cluster::nodes::NodeFeed;
+    use crate::metrics::OperatorMetrics;
+    use crate::pipeline::{ConfigSink, Outputs};
+    use crate::reconcile::Reconciler;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use stunner_gateway::cds::ConfigId;
+    use stunner_gateway::config::StunnerConfig;
+    use stunner_gateway::render::RenderSettings;
+    use watcher::Raw;
+
+    /// The CDS store, counting the configs withdrawn.
+    struct Withdrawals {
+        store: ConfigStore,
+        deleted: AtomicUsize,
+    }
+
+    impl ConfigSink for Withdrawals {
+        fn upsert(&self, config: StunnerConfig) -> Option<Version> {
+            self.store.upsert(config)
+        }
+
+        fn delete(&self, id: &ConfigId) -> bool {
+            self.deleted.fetch_add(1, Ordering::Relaxed);
+            self.store.delete(id)
+        }
+    }
+
+    /// 1,000 in-place rewrites of the GatewayConfig's file in 1 s, each seen the way a loaded
+    /// machine sees it: the file is truncated before the previous write's close event is taken
+    /// (a burst past `SETTLE_MAX` settles on that close, and its rescan reads the empty file),
+    /// and the truncate's own event comes after. The rescans that read a half-written file are
+    /// not handed on: the Gateway is never withdrawn, and the burst is rendered once, when it
+    /// settles. Before, each such rescan withdrew the Gateway's config and the next put it
+    /// back, three renders each.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_in_place_rewrites_never_serves_a_half_written_file_and_renders_once() {
+        let dir = std::env::temp_dir().join(format!("run-burst-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/quickstart");
+        for f in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
+            std::fs::copy(quickstart.join(f), dir.join(f)).unwrap();
+        }
+        let path = dir.join("gatewayclass.yaml");
+        let class = std::fs::read_to_string(&path).unwrap();
+
+        let sink =
+            Arc::new(Withdrawals { store: ConfigStore::new(CdsMetrics::default()), deleted: AtomicUsize::new(0) });
+        let metrics = OperatorMetrics::default();
+        let outputs = Outputs {
+            store: sink.clone(),
+            statuses: Arc::default(),
+            metrics: metrics.clone(),
+            readiness: Readiness::default(),
+            apply_owned_to_index: true,
+            writer: None,
+            nodes: NodeFeed::new(Arc::default()),
+        };
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(Reconciler::new(RenderSettings::default(), Duration::from_millis(250), outputs).run(rx));
+        let (feed, mut settled, writes) = watcher::settling();
+        let mut follower = Follower::new(FileSource::new(&dir).unwrap(), tx);
+        assert_eq!(follower.rescan(&writes).await, Scan::Complete);
+        follower.tx.send(Input::Synced).await.unwrap();
+        let password = || {
+            let id = ConfigId::new("stunner", "udp-gateway");
+            sink.store.get(&id).map(|s| s.config.auth.credentials.get("password").cloned().unwrap_or_default())
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(password().as_deref(), Some("pass-1"));
+        let before = metrics.render.get();
+
+        // Followed as `follow` does: a rescan per settled burst.
+        let rescans = Arc::new(AtomicUsize::new(0));
+        let counted = rescans.clone();
+        tokio::spawn(async move {
+            while settled.recv().await.is_some() {
+                follower.rescan(&writes).await;
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        for i in 0..1000 {
+            std::fs::write(&path, "").unwrap();
+            feed.count();
+            if i > 0 {
+                feed.send(Raw::Closed(path.clone()));
+            }
+            tokio::task::yield_now().await;
+            feed.deliver(Raw::Written(path.clone()));
+            // The clock stands still while a rescan reads.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            std::fs::write(&path, class.replace("\"pass-1\"", &format!("\"burst-{i}\""))).unwrap();
+        }
+        feed.send(Raw::Closed(path.clone()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        assert_eq!(password().as_deref(), Some("burst-999"));
+        assert_eq!(sink.deleted.load(Ordering::Relaxed), 0, "the Gateway was withdrawn during the burst");
+        let rescans = rescans.load(Ordering::Relaxed);
+        assert!((10..=12).contains(&rescans), "one rescan per SETTLE_MAX and the last: {rescans}");
+        assert_eq!(metrics.render.get() - before, 1, "rendered once, when the burst settled");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_directory_that_cannot_be_watched_keeps_the_cause() {
