@@ -26,7 +26,7 @@ impl Reconciler {
             let dirty = std::mem::take(&mut self.dirty);
             let output = self.render_pass(&dirty);
             if self.outputs.apply_owned_to_index {
-                let dirty = self.owned.apply(&mut self.index, &output);
+                let dirty = self.owned.apply(&mut self.index, &output, &settled);
                 self.dirty.merge(dirty);
             }
             supersede(&mut settled, output);

@@ -29,13 +29,21 @@ pub struct OwnedObjects {
 
 impl OwnedObjects {
     /// Applies the owned objects of `output` to `index`; returns what that made dirty (rendered
-    /// in the next pass).
-    pub fn apply(&mut self, index: &mut Index, output: &RenderOutput) -> Dirty {
+    /// in the next pass). `earlier` is what the earlier passes of the same render applied
+    /// (nothing else changed the index since): an object rendered the same again is applied
+    /// already, and not merged a second time (at start-up, a second merge of every Service and
+    /// Deployment only to find them unchanged).
+    pub fn apply(&mut self, index: &mut Index, output: &RenderOutput, earlier: &RenderOutput) -> Dirty {
         let mut dirty = Dirty::default();
         for (key, gw) in &output.gateways {
-            let changes = [
-                self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key), Resource::Service),
-                self.change(
+            let before = earlier.gateways.get(key);
+            let service = match before {
+                Some(b) if b.service == gw.service => None,
+                _ => self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key), Resource::Service),
+            };
+            let deployment = match before {
+                Some(b) if b.deployment == gw.deployment => None,
+                _ => self.change(
                     index,
                     &gw.deployment,
                     Kind::Deployment,
@@ -43,7 +51,8 @@ impl OwnedObjects {
                     |i| i.deployments().get(key),
                     Resource::Deployment,
                 ),
-            ];
+            };
+            let changes = [service, deployment];
             for change in changes.into_iter().flatten() {
                 dirty.merge(match change {
                     Change::Apply(r) => index.apply(*r),
@@ -56,7 +65,7 @@ impl OwnedObjects {
 
     /// The index change one owned-object decision amounts to; `None` if the index already
     /// holds the result.
-    fn change<T: Serialize + DeserializeOwned + PartialEq>(
+    fn change<T: Serialize + DeserializeOwned + PartialEq + Clone>(
         &mut self,
         index: &Index,
         owned: &Owned<T>,
@@ -84,11 +93,12 @@ impl OwnedObjects {
                                 // Cannot happen for objects of one type; if it did, the
                                 // rendered object alone is still what the operator asks for.
                                 tracing::warn!(object = %key, error = %e, "cannot merge into the stored object");
-                                serde_json::from_value(body.clone()).expect("a rendered object round-trips")
+                                desired.clone()
                             }
                         }
                     }
-                    None => serde_json::from_value(body.clone()).expect("a rendered object round-trips"),
+                    // Nothing to merge into (every Gateway at start-up): the rendered object as is.
+                    None => desired.clone(),
                 };
                 self.last_applied.insert(r, body.to_string().into_boxed_str());
                 (live != Some(&merged)).then(|| Change::Apply(Box::new(wrap(merged))))
@@ -137,7 +147,46 @@ fn merge(live: &mut Value, last: Option<&Value>, desired: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
+    use stunner_gateway::render::GatewayOutput;
+
+    /// Within one render the index changes only by these applies: what an earlier pass applied
+    /// is in it, so an object rendered the same again is left alone (not merged and compared
+    /// once more, which at start-up cost a second round trip of every Service and Deployment).
+    #[test]
+    fn an_object_an_earlier_pass_applied_is_not_merged_again() {
+        let key = ObjectKey::new("ns", "gw");
+        let labels = |owner: &str| Some([("owner".to_string(), owner.to_string())].into());
+        let meta = ObjectMeta {
+            name: Some("gw".into()),
+            namespace: Some("ns".into()),
+            labels: labels("operator"),
+            ..Default::default()
+        };
+        let service = Service { metadata: meta, ..Default::default() };
+        let gateway = GatewayOutput {
+            config: Owned::Keep,
+            status: None,
+            service: Owned::Apply(service.clone()),
+            deployment: Owned::Keep,
+            delete_daemon_set: false,
+        };
+        let mut output = RenderOutput::default();
+        output.gateways.insert(key.clone(), gateway);
+        let (mut index, mut owned) = (Index::new(), OwnedObjects::default());
+        owned.apply(&mut index, &output, &RenderOutput::default());
+        assert_eq!(index.services().get(&key), Some(&service));
+
+        // Had the second pass merged again, it would restore what the operator set; that no
+        // one else changed the object in between is what lets it skip the merge.
+        let mut changed = service.clone();
+        changed.metadata.labels = labels("someone else");
+        index.apply(Resource::Service(changed.clone()));
+        assert!(owned.apply(&mut index, &output, &output).is_empty());
+        assert_eq!(index.services().get(&key), Some(&changed), "not merged again");
+    }
 
     fn service(annotations: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Service {
         let annotations = annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
