@@ -1,8 +1,10 @@
-//! Reconnect delays: exponential, bounded, jittered.
+//! Reconnect delays: exponential, bounded, jittered; or, to behave as stunnerd does, fixed.
 //!
 //! Upstream clients retry every second in lockstep, so an operator restart brings every
 //! dataplane back at the same instant. Doubling spreads load while the server stays down, and
-//! jitter keeps clients that lost it together from reconnecting together.
+//! jitter keeps clients that lost it together from reconnecting together. A load generator
+//! that stands in for stunnerd turns both off (initial = maximum, no jitter): it must bring the
+//! server the storm real dataplanes bring, not a gentler one.
 //!
 //! The random source is a small seeded generator (SplitMix64) rather than a crate: a delay
 //! needs no cryptographic quality, and a seed makes the sequence reproducible in tests. Each
@@ -18,26 +20,32 @@ pub(super) struct Backoff {
     initial: Duration,
     max: Duration,
     current: Duration,
+    /// Whether a delay is drawn from `[base/2, base]` rather than being `base`.
+    jitter: bool,
     rng: SplitMix64,
 }
 
 impl Backoff {
     /// A backoff with a random seed.
-    pub fn new(initial: Duration, max: Duration) -> Self {
-        Self::with_seed(initial, max, RandomState::new().hash_one(0u8))
+    pub fn new(initial: Duration, max: Duration, jitter: bool) -> Self {
+        Self::with_seed(initial, max, RandomState::new().hash_one(0u8)).jittered(jitter)
     }
 
-    /// A backoff whose jitter is the same sequence for the same seed.
+    /// A jittered backoff whose jitter is the same sequence for the same seed.
     pub fn with_seed(initial: Duration, max: Duration, seed: u64) -> Self {
-        Backoff { initial, max: max.max(initial), current: initial, rng: SplitMix64(seed) }
+        Backoff { initial, max: max.max(initial), current: initial, jitter: true, rng: SplitMix64(seed) }
     }
 
-    /// The delay before the next attempt, in `[base/2, base]`; each call doubles the base, up
-    /// to the maximum.
+    fn jittered(self, jitter: bool) -> Self {
+        Backoff { jitter, ..self }
+    }
+
+    /// The delay before the next attempt: the base, or with jitter a delay in `[base/2,
+    /// base]`; each call doubles the base, up to the maximum.
     pub fn next_delay(&mut self) -> Duration {
         let base = self.current;
         self.current = (self.current * 2).min(self.max);
-        equal_jitter(base, self.rng.next())
+        if self.jitter { equal_jitter(base, self.rng.next()) } else { base }
     }
 
     /// Back to the initial delay, after a connection that worked.
@@ -76,7 +84,7 @@ mod tests {
 
     #[test]
     fn doubles_up_to_the_bound_and_resets() {
-        let mut b = Backoff::new(MS(100), MS(5000));
+        let mut b = Backoff::new(MS(100), MS(5000), true);
         let bases = [100, 200, 400, 800, 1600, 3200, 5000, 5000];
         for base in bases {
             let d = b.next_delay();
@@ -84,6 +92,18 @@ mod tests {
         }
         b.reset();
         assert!(b.next_delay() <= MS(100));
+    }
+
+    #[test]
+    fn without_jitter_and_with_initial_equal_to_max_every_delay_is_the_same() {
+        // stunnerd's RetryPeriod: 1 s after every failure, however many, also after a reset.
+        let mut b = Backoff::new(MS(1000), MS(1000), false);
+        let mut delays: Vec<Duration> = (0..5).map(|_| b.next_delay()).collect();
+        b.reset();
+        delays.push(b.next_delay());
+        assert_eq!(delays, [MS(1000); 6]);
+        let mut b = Backoff::new(MS(100), MS(400), false);
+        assert_eq!((0..4).map(|_| b.next_delay()).collect::<Vec<_>>(), [MS(100), MS(200), MS(400), MS(400)]);
     }
 
     #[test]

@@ -111,7 +111,7 @@ impl Watcher {
     }
 
     fn new(server: ServerAddress, target: Target, settings: WatchSettings) -> Self {
-        let backoff = Backoff::new(settings.retry_initial, settings.retry_max);
+        let backoff = Backoff::new(settings.retry_initial, settings.retry_max, settings.retry_jitter);
         Watcher {
             server,
             target,
@@ -355,6 +355,21 @@ mod tests {
 
     fn ws_frame(json: String) -> Frame {
         Frame { id: None, version: None, deleted: false, json }
+    }
+
+    #[test]
+    fn with_stunnerds_settings_every_reconnect_waits_one_second() {
+        let server = ServerAddress::parse("127.0.0.1:1").unwrap();
+        let url = Url::parse("ws://127.0.0.1:1/").unwrap();
+        let mut w = Watcher::websocket(server, url, WatchSettings::stunnerd());
+        let error = || ClientError::Timeout { server: "127.0.0.1:1".into(), after: Duration::ZERO };
+        let waits: Vec<Duration> = (0..4)
+            .map(|_| match w.disconnected(error()) {
+                WatchEvent::Disconnected { retry_in, .. } => retry_in,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(waits, [Duration::from_secs(1); 4], "stunnerd's RetryPeriod, in lockstep");
     }
 
     #[test]

@@ -5,7 +5,9 @@ use std::time::Duration;
 use stunner_gateway::cds::ConfigId;
 
 /// Timers of a watch. The keepalive defaults are stunnerd's, so a server tuned for stunnerd
-/// sees the same traffic from us (on gRPC they become HTTP/2 PING settings).
+/// sees the same traffic from us (on gRPC they become HTTP/2 PING settings); the reconnect
+/// defaults are gentler than stunnerd's fixed second in lockstep (see [`WatchSettings::stunnerd`]
+/// for all of stunnerd's).
 #[derive(Debug, Clone)]
 pub struct WatchSettings {
     /// How often we Ping the server.
@@ -20,6 +22,9 @@ pub struct WatchSettings {
     pub retry_initial: Duration,
     /// ...up to this bound.
     pub retry_max: Duration,
+    /// Whether each reconnect delay is drawn from the upper half of the current one, so that
+    /// clients that lost the server together do not come back together.
+    pub retry_jitter: bool,
     /// How this client is named in the server's client table (gRPC only: the WebSocket
     /// protocol has no place for it).
     pub client_name: String,
@@ -34,7 +39,25 @@ impl Default for WatchSettings {
             connect_timeout: Duration::from_secs(10),
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_secs(5),
+            retry_jitter: true,
             client_name: String::new(),
+        }
+    }
+}
+
+impl WatchSettings {
+    /// What stunnerd's watch does (cds-protocol.md §4.3 and §3.1): after any failure, a fixed
+    /// second before the next attempt, no backoff, no jitter, so every dataplane that lost an
+    /// operator comes back in the same instant; 45 s for connect and handshake (gorilla's
+    /// default dialer). For a load generator that must load the server as real dataplanes do.
+    pub fn stunnerd() -> Self {
+        let retry = Duration::from_secs(1);
+        WatchSettings {
+            connect_timeout: Duration::from_secs(45),
+            retry_initial: retry,
+            retry_max: retry,
+            retry_jitter: false,
+            ..Default::default()
         }
     }
 }

@@ -42,7 +42,8 @@ pub struct Args {
 
     /// After the updates, restart the spawned operator (kill it, write one more update while
     /// it is down, start it on the same address) and measure the reconnect storm: how long
-    /// until every watcher holds that update again. Not with --manifests.
+    /// until every watcher holds that update again. The watchers reconnect as stunnerd does,
+    /// every second in lockstep. Not with --manifests.
     #[arg(long, conflicts_with = "manifests")]
     pub restart: bool,
 

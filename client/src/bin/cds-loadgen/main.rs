@@ -2,8 +2,9 @@
 //!
 //! It runs the real operator in standalone mode (or uses one already running), writes a
 //! manifest file with G Gateways whose shared GatewayConfig realm carries a sequence number,
-//! opens N watchers (the client library's reconnecting watch, over WebSocket or gRPC) spread
-//! over the G configs, then rewrites the file K times. Each watcher reads the sequence number
+//! opens N watchers (the client library's reconnecting watch, over WebSocket or gRPC, with
+//! stunnerd's timers: a fixed second between attempts, no jitter) spread over the G configs,
+//! then rewrites the file K times. Each watcher reads the sequence number
 //! back from the realm of every config it receives, so each receipt is matched to the write
 //! that caused it: latency is measured from that write (publish) to the receipt. Updates go
 //! one at a time: the next file is written once every watcher has the previous one, so no
@@ -118,9 +119,10 @@ async fn drive(
     started: Instant,
     deadline: Instant,
 ) -> anyhow::Result<Summary> {
-    let client = CdsClient::new(&daemon.addr)?
-        .with_transport(transport)
-        .with_watch_settings(WatchSettings { client_name: "cds-loadgen".into(), ..Default::default() });
+    // The watchers reconnect as stunnerd does (a fixed second, in lockstep): a restart brings
+    // the server the storm real dataplanes bring.
+    let settings = WatchSettings { client_name: "cds-loadgen".into(), ..WatchSettings::stunnerd() };
+    let client = CdsClient::new(&daemon.addr)?.with_transport(transport).with_watch_settings(settings);
     wait_until_served(args, daemon, deadline).await?;
     let mut s = Summary::new(args, transport, &daemon.addr, daemon.pid().and_then(daemon::rss_kib));
 
