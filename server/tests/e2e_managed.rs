@@ -225,12 +225,15 @@ async fn live_updates_reach_the_cds_and_invalidation_removes_the_dataplane() {
         eps.contains(&"10.244.1.7".to_string()) && !eps.contains(&"10.244.2.9".to_string())
     })
     .await;
-    let route = wait_object(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-route", "Accepted", |o| {
+    // Statuses are written off the render path, so the route's refs may resolve a write later
+    // than it is accepted: wait for both.
+    wait_object(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-route", "Accepted and ResolvedRefs", |o| {
         let p = &o.data["status"]["parents"][0];
-        has_condition(p, "Accepted", "True", "Accepted") && p["parentRef"]["sectionName"] == "udp-listener"
+        has_condition(p, "Accepted", "True", "Accepted")
+            && has_condition(p, "ResolvedRefs", "True", "ResolvedRefs")
+            && p["parentRef"]["sectionName"] == "udp-listener"
     })
     .await;
-    assert!(has_condition(&route.data["status"]["parents"][0], "ResolvedRefs", "True", "ResolvedRefs"));
 
     // Another tool owns fields of the Service (an annotation, a label, session affinity
     // timeouts): the operator's next apply of the Service leaves them alone.
