@@ -25,8 +25,14 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before the runtime starts its threads (see `memory::limit_arenas`).
+    stunner_gateway_operator::memory::limit_arenas();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime starts");
+    runtime.block_on(operator())
+}
+
+async fn operator() -> ExitCode {
     let args = Args::from_env();
     init_logging(cli::log_filter(&args.zap_log_level, args.rust_log.as_deref()));
     match run(args).await {

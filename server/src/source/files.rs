@@ -9,12 +9,14 @@ use super::manifests::{ManifestSet, Rescan};
 use crate::pipeline::Change;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use stunner_gateway::index::{ObjRef, Resource};
 
 pub struct FileSource {
     dir: PathBuf,
     manifests: ManifestSet,
-    applied: BTreeMap<ObjRef, Resource>,
+    /// What was last applied of each object: the manifests' own copy, shared.
+    applied: BTreeMap<ObjRef, Arc<Resource>>,
 }
 
 impl FileSource {
@@ -37,15 +39,17 @@ impl FileSource {
         // Later files win over earlier ones for the same object, like repeated applies.
         let mut desired = BTreeMap::new();
         for (origin, resource) in self.manifests.objects() {
-            if let Some((previous, _)) = desired.insert(resource.obj_ref(), (origin.clone(), resource.clone())) {
+            if let Some((previous, _)) = desired.insert(resource.obj_ref(), (origin.clone(), Arc::clone(resource))) {
                 tracing::warn!(at = %origin, earlier = %previous, object = ?resource.obj_ref(), "object defined twice; the later one wins");
             }
         }
         let mut changes: Vec<Change> =
             self.applied.keys().filter(|r| !desired.contains_key(*r)).map(|r| Change::Delete(r.clone())).collect();
         for (r, (_, resource)) in desired {
-            if self.applied.get(&r) != Some(&resource) {
-                changes.push(Change::Apply(Box::new(resource.clone())));
+            // Shared with the file unchanged since: the same object, no comparison needed.
+            let same = self.applied.get(&r).is_some_and(|a| Arc::ptr_eq(a, &resource) || **a == *resource);
+            if !same {
+                changes.push(Change::Apply(Box::new(Resource::clone(&resource))));
                 self.applied.insert(r, resource);
             }
         }

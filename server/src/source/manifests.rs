@@ -4,6 +4,7 @@
 use super::scan::{self, SkippedDir, Unreadable};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use stunner_gateway::index::Resource;
 use stunner_gateway::manifest::{self, Admission, LoadError, Origin, Skipped};
 
@@ -13,10 +14,14 @@ pub struct ManifestSet {
     files: BTreeMap<PathBuf, FileState>,
 }
 
+/// A file's objects are shared (`Arc`) with what the file source last applied: one copy of
+/// each object, not two. A `Resource` is as large as its largest kind (a Deployment, ~2.5 KiB
+/// inline), so with 1,000 Gateways (4,003 objects) the second copy, a map of them, held ~18 MiB
+/// of the operator's heap, and each EndpointSlice's endpoints once more.
 #[derive(Debug)]
 struct FileState {
     text: String,
-    objects: Vec<(Origin, Resource)>,
+    objects: Vec<(Origin, Arc<Resource>)>,
 }
 
 /// What a rescan found.
@@ -64,7 +69,12 @@ impl ManifestSet {
             }
             match manifest::load(&path, &text, Admission::Validated) {
                 Ok(loaded) => {
-                    self.files.insert(path.clone(), FileState { text, objects: loaded.objects });
+                    // A new, exactly sized list: collected from the loader's, it would reuse that
+                    // one's allocation, sized for as many whole `Resource`s and grown by
+                    // doubling (10 MiB for 4,003 objects), and keep it until the file changes.
+                    let mut objects = Vec::with_capacity(loaded.objects.len());
+                    objects.extend(loaded.objects.into_iter().map(|(o, r)| (o, Arc::new(r))));
+                    self.files.insert(path.clone(), FileState { text, objects });
                     result.changed.push(path);
                     result.skipped.extend(loaded.skipped);
                 }
@@ -82,7 +92,7 @@ impl ManifestSet {
     }
 
     /// Every object, in file order then document order.
-    pub fn objects(&self) -> impl Iterator<Item = &(Origin, Resource)> {
+    pub fn objects(&self) -> impl Iterator<Item = &(Origin, Arc<Resource>)> {
         self.files.values().flat_map(|f| f.objects.iter())
     }
 }
