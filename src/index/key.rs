@@ -2,8 +2,6 @@
 //! ([`KeyView`], ordered exactly as the owned one; with its kind: [`super::ObjRef`], and the
 //! lookups by borrowed keys in [`super::lookup`]).
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::fmt;
 
 /// The `namespace/name` of an object; cluster-scoped objects have an empty namespace.
@@ -79,50 +77,5 @@ impl fmt::Display for KeyView<'_> {
 impl<'a> From<&'a ObjectKey> for KeyView<'a> {
     fn from(k: &'a ObjectKey) -> Self {
         k.view()
-    }
-}
-
-/// What a B-tree keyed by [`ObjectKey`] can be searched with: an owned or a borrowed key. The
-/// tree compares the borrowed forms, through this trait (`Borrow` below), and `KeyView`'s
-/// derived order is `ObjectKey`'s, as `Borrow` requires.
-pub trait AsKeyView {
-    fn key_view(&self) -> KeyView<'_>;
-}
-
-impl AsKeyView for ObjectKey {
-    fn key_view(&self) -> KeyView<'_> {
-        self.view()
-    }
-}
-
-impl AsKeyView for KeyView<'_> {
-    fn key_view(&self) -> KeyView<'_> {
-        *self
-    }
-}
-
-impl<'a> Borrow<dyn AsKeyView + 'a> for ObjectKey {
-    fn borrow(&self) -> &(dyn AsKeyView + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn AsKeyView + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.key_view() == other.key_view()
-    }
-}
-
-impl Eq for dyn AsKeyView + '_ {}
-
-impl PartialOrd for dyn AsKeyView + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for dyn AsKeyView + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key_view().cmp(&other.key_view())
     }
 }

@@ -6,7 +6,7 @@
 //! borrowed forms, ordered exactly as the owned ones, so those lookups build no owned key (two
 //! heap allocations each) just to throw it away: see [`Lookup`].
 
-use super::key::{AsKeyView, KeyView, ObjectKey};
+use super::key::{KeyView, ObjectKey};
 use super::kinds::{Kind, ObjRef, Store};
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -56,6 +56,51 @@ impl<'a> ObjRefView<'a> {
 impl<'a> From<&'a ObjRef> for ObjRefView<'a> {
     fn from(r: &'a ObjRef) -> Self {
         r.view()
+    }
+}
+
+/// What a B-tree keyed by [`ObjectKey`] can be searched with: an owned or a borrowed key. The
+/// tree compares the borrowed forms, through this trait (`Borrow` below), and `KeyView`'s
+/// derived order is `ObjectKey`'s, as `Borrow` requires.
+pub trait AsKeyView {
+    fn key_view(&self) -> KeyView<'_>;
+}
+
+impl AsKeyView for ObjectKey {
+    fn key_view(&self) -> KeyView<'_> {
+        self.view()
+    }
+}
+
+impl AsKeyView for KeyView<'_> {
+    fn key_view(&self) -> KeyView<'_> {
+        *self
+    }
+}
+
+impl<'a> Borrow<dyn AsKeyView + 'a> for ObjectKey {
+    fn borrow(&self) -> &(dyn AsKeyView + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn AsKeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key_view() == other.key_view()
+    }
+}
+
+impl Eq for dyn AsKeyView + '_ {}
+
+impl PartialOrd for dyn AsKeyView + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn AsKeyView + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key_view().cmp(&other.key_view())
     }
 }
 

@@ -22,9 +22,9 @@ pub use convert::convert_gateway_udp_route;
 pub use decode::decode_value;
 pub use dirty::Dirty;
 pub use error::DecodeError;
-pub use key::{AsKeyView, KeyView, ObjectKey};
+pub use key::{KeyView, ObjectKey};
 pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Store, Wire};
-pub use lookup::{AsObjRefView, Lookup, ObjRefView};
+pub use lookup::{AsKeyView, AsObjRefView, Lookup, ObjRefView};
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
 
 impl Index {
