@@ -111,6 +111,20 @@ pub trait KindVisitor {
 }
 
 /// Whether `K` is cluster-scoped, from its `kube::Resource::Scope`.
+/// Feeds what is written into a hasher (for [`Resource::digest`], without the JSON text).
+struct DigestWriter(std::hash::DefaultHasher);
+
+impl std::io::Write for DigestWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::hash::Hasher::write(&mut self.0, buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn cluster_scoped<K: Wire>() -> bool {
     std::any::TypeId::of::<K::Scope>() == std::any::TypeId::of::<k8s_openapi::ClusterResourceScope>()
 }
@@ -243,6 +257,18 @@ macro_rules! kinds {
                 match self {
                     $(Resource::$variant(o) => serde_json::to_value(o),)*
                 }
+            }
+
+            /// A digest of the object's content (its stored shape, as JSON): equal objects
+            /// have equal digests, different ones all but certainly (64 bits) different. What a
+            /// source keeps of the objects it handed on, in place of a copy of each.
+            pub fn digest(&self) -> u64 {
+                let mut hasher = DigestWriter(std::hash::DefaultHasher::new());
+                let written = match self {
+                    $(Resource::$variant(o) => serde_json::to_writer(&mut hasher, o),)*
+                };
+                written.expect("a stored object serializes: its maps have string keys");
+                std::hash::Hasher::finish(&hasher.0)
             }
         }
 

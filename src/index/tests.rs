@@ -284,3 +284,19 @@ fn every_kind_counts_for_its_upstream_controller() {
         assert_eq!(of(kind), name, "{kind:?}");
     }
 }
+
+#[test]
+fn digests_follow_content() {
+    let objects = decode(FIXTURE);
+    let again = decode(FIXTURE);
+    for (a, b) in objects.iter().zip(&again) {
+        assert_eq!(a.digest(), b.digest(), "equal objects, equal digests: {:?}", a.obj_ref());
+    }
+    let mut digests: Vec<u64> = objects.iter().map(Resource::digest).collect();
+    digests.sort();
+    digests.dedup();
+    assert_eq!(digests.len(), objects.len(), "different objects, different digests");
+    let mut changed = objects[4].clone();
+    changed.meta_mut().labels = Some([("a".to_string(), "b".to_string())].into());
+    assert_ne!(changed.digest(), objects[4].digest(), "a label more is another digest");
+}

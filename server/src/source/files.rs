@@ -5,18 +5,17 @@
 //! last good objects in force, and diffed against what was applied before, so each rescan
 //! yields only the objects that really changed or went away.
 
-use super::manifests::{ManifestSet, Rescan};
+use super::manifests::{self, ManifestSet, Rescan};
 use crate::pipeline::Change;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use stunner_gateway::index::{ObjRef, Resource};
+use stunner_gateway::index::ObjRef;
 
 pub struct FileSource {
     dir: PathBuf,
     manifests: ManifestSet,
-    /// What was last applied of each object: the manifests' own copy, shared.
-    applied: BTreeMap<ObjRef, Arc<Resource>>,
+    /// The digest of what was last applied of each object ([`stunner_gateway::index::Resource::digest`]).
+    applied: BTreeMap<ObjRef, u64>,
 }
 
 impl FileSource {
@@ -32,25 +31,37 @@ impl FileSource {
 
     /// Re-reads the directory; returns what the rescan found and the index changes to make.
     pub fn rescan(&mut self) -> std::io::Result<(Rescan, Vec<Change>)> {
-        let report = self.manifests.rescan(&self.dir)?;
+        let (report, mut loaded) = self.manifests.rescan(&self.dir)?;
         if report.changed.is_empty() {
             return Ok((report, Vec::new()));
         }
         // Later files win over earlier ones for the same object, like repeated applies.
         let mut desired = BTreeMap::new();
-        for (origin, resource) in self.manifests.objects() {
-            if let Some((previous, _)) = desired.insert(resource.obj_ref(), (origin.clone(), Arc::clone(resource))) {
-                tracing::warn!(at = %origin, earlier = %previous, object = ?resource.obj_ref(), "object defined twice; the later one wins");
+        for (path, entry) in self.manifests.entries() {
+            if let Some((earlier, previous)) = desired.insert(&entry.object, (path, entry)) {
+                tracing::warn!(
+                    at = %manifests::origin(path, entry),
+                    earlier = %manifests::origin(earlier, previous),
+                    object = ?entry.object,
+                    "object defined twice; the later one wins"
+                );
             }
         }
         let mut changes: Vec<Change> =
             self.applied.keys().filter(|r| !desired.contains_key(*r)).map(|r| Change::Delete(r.clone())).collect();
-        for (r, (_, resource)) in desired {
-            // Shared with the file unchanged since: the same object, no comparison needed.
-            let same = self.applied.get(&r).is_some_and(|a| Arc::ptr_eq(a, &resource) || **a == *resource);
-            if !same {
-                changes.push(Change::Apply(Box::new(Resource::clone(&resource))));
-                self.applied.insert(r, resource);
+        for (object, (path, entry)) in desired {
+            if self.applied.get(object) == Some(&entry.digest) {
+                continue;
+            }
+            // Loaded by this rescan, or else (it was shadowed by a later file, now gone) from
+            // its file's kept text.
+            let resource = match loaded.get_mut(path).and_then(|objects| objects.remove(object)) {
+                Some(r) => Some(r),
+                None => self.manifests.reload(path, object),
+            };
+            if let Some(resource) = resource {
+                changes.push(Change::Apply(Box::new(resource)));
+                self.applied.insert(object.clone(), entry.digest);
             }
         }
         for change in &changes {
@@ -65,6 +76,7 @@ impl FileSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stunner_gateway::index::Resource;
 
     const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: gw\nspec:\n  gatewayClassName: stunner\n  listeners:\n  - name: udp\n    port: 3478\n    protocol: UDP\n";
     const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata:\n  name: stunner\nspec:\n  controllerName: stunner.l7mp.io/gateway-operator\n";
@@ -145,6 +157,34 @@ mod tests {
         let (report, changes) = src.rescan().unwrap();
         assert_eq!(summary(&changes), ["delete Gateway default/gw-port"]);
         assert!(report.skipped[0].reason.to_string().contains("spec.listeners[0].port: Invalid value: -1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_object_shadowed_by_a_later_file_comes_back_when_that_file_goes() {
+        let dir = std::env::temp_dir().join(format!("files-source-shadowed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.yaml"), GATEWAY).unwrap();
+        std::fs::write(dir.join("b.yaml"), GATEWAY.replace("3478", "3479")).unwrap();
+        let mut src = FileSource::new(&dir).unwrap();
+        let (_, changes) = src.rescan().unwrap();
+        let port = |changes: &[Change]| match &changes[..] {
+            [Change::Apply(r)] => match &**r {
+                Resource::Gateway(gw) => gw.spec.listeners[0].port,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{:?}", summary(other)),
+        };
+        assert_eq!(port(&changes), 3479, "the later file wins");
+
+        // b.yaml goes: a.yaml, not loaded again (unchanged), defines the Gateway once more.
+        std::fs::remove_file(dir.join("b.yaml")).unwrap();
+        let (_, changes) = src.rescan().unwrap();
+        assert_eq!(port(&changes), 3478);
+        // And the same content back in another file is no change.
+        std::fs::write(dir.join("c.yaml"), GATEWAY).unwrap();
+        assert!(src.rescan().unwrap().1.is_empty(), "an equal object is not applied again");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

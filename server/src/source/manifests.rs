@@ -1,11 +1,15 @@
 //! The manifests of a directory, loaded by the core's one loader ([`manifest::load`]) and kept
 //! per file, so the last good content of a file stays in force when an edit breaks it.
+//!
+//! Of each object only its reference and a digest of its content are kept, not the object:
+//! the index holds the one copy the render reads. A rescan hands over the objects of the files
+//! it loaded; an object of a file not loaded again is loaded from that file's kept text when
+//! asked for ([`ManifestSet::reload`]: when a later file that defined it too goes away).
 
 use super::scan::{self, SkippedDir, Unreadable};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use stunner_gateway::index::Resource;
+use stunner_gateway::index::{ObjRef, Resource};
 use stunner_gateway::manifest::{self, Admission, LoadError, Origin, Skipped};
 
 /// The objects of every manifest file, by file: the last content of each file that loaded.
@@ -14,15 +18,28 @@ pub struct ManifestSet {
     files: BTreeMap<PathBuf, FileState>,
 }
 
-/// A file's objects are shared (`Arc`) with what the file source last applied: one copy of
-/// each object, not two. A `Resource` is as large as its largest kind (a Deployment, ~2.5 KiB
-/// inline), so with 1,000 Gateways (4,003 objects) the second copy, a map of them, held ~18 MiB
-/// of the operator's heap, and each EndpointSlice's endpoints once more.
+/// A file's last good text and what it defines. With 1,000 Gateways (4,003 objects) a copy of
+/// each object here (a `Resource` is as large as its largest kind inline, a Deployment, ~2.5
+/// KiB, plus its strings) held ~14 MiB of the operator's heap beside the index's copy.
 #[derive(Debug)]
 struct FileState {
     text: String,
-    objects: Vec<(Origin, Arc<Resource>)>,
+    objects: Vec<Entry>,
 }
+
+/// One object of a manifest file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub object: ObjRef,
+    /// Where its document starts.
+    pub line: usize,
+    /// [`Resource::digest`] of the object as loaded.
+    pub digest: u64,
+}
+
+/// The objects a rescan loaded, by file and then object (the last of a file's documents that
+/// defines an object wins, as in a repeated apply).
+pub type Loaded = BTreeMap<PathBuf, BTreeMap<ObjRef, Resource>>;
 
 /// What a rescan found.
 #[derive(Debug, Default)]
@@ -50,10 +67,11 @@ impl Rescan {
 
 impl ManifestSet {
     /// Re-reads every manifest under `dir` (recursively); only files whose text changed are
-    /// loaded again. Fails only if `dir` itself cannot be listed.
-    pub fn rescan(&mut self, dir: &Path) -> std::io::Result<Rescan> {
+    /// loaded again, and their objects returned. Fails only if `dir` itself cannot be listed.
+    pub fn rescan(&mut self, dir: &Path) -> std::io::Result<(Rescan, Loaded)> {
         let listing = scan::list(dir)?;
         let mut result = Rescan { skipped_dirs: listing.skipped_dirs, ..Rescan::default() };
+        let mut loaded = Loaded::new();
         let mut seen = Vec::with_capacity(listing.files.len());
         for (path, content) in listing.files {
             seen.push(path.clone());
@@ -68,15 +86,18 @@ impl ManifestSet {
                 continue;
             }
             match manifest::load(&path, &text, Admission::Validated) {
-                Ok(loaded) => {
-                    // A new, exactly sized list: collected from the loader's, it would reuse that
-                    // one's allocation, sized for as many whole `Resource`s and grown by
-                    // doubling (10 MiB for 4,003 objects), and keep it until the file changes.
-                    let mut objects = Vec::with_capacity(loaded.objects.len());
-                    objects.extend(loaded.objects.into_iter().map(|(o, r)| (o, Arc::new(r))));
+                Ok(manifest) => {
+                    let mut objects = Vec::with_capacity(manifest.objects.len());
+                    let mut by_ref = BTreeMap::new();
+                    for (origin, resource) in manifest.objects {
+                        let object = resource.obj_ref();
+                        objects.push(Entry { object: object.clone(), line: origin.line, digest: resource.digest() });
+                        by_ref.insert(object, resource);
+                    }
                     self.files.insert(path.clone(), FileState { text, objects });
+                    loaded.insert(path.clone(), by_ref);
                     result.changed.push(path);
-                    result.skipped.extend(loaded.skipped);
+                    result.skipped.extend(manifest.skipped);
                 }
                 Err(e) => result.errors.push(e),
             }
@@ -88,13 +109,25 @@ impl ManifestSet {
             self.files.remove(&path);
             result.changed.push(path);
         }
-        Ok(result)
+        Ok((result, loaded))
     }
 
-    /// Every object, in file order then document order.
-    pub fn objects(&self) -> impl Iterator<Item = &(Origin, Arc<Resource>)> {
-        self.files.values().flat_map(|f| f.objects.iter())
+    /// Every object, with its file, in file order then document order.
+    pub fn entries(&self) -> impl Iterator<Item = (&Path, &Entry)> {
+        self.files.iter().flat_map(|(path, f)| f.objects.iter().map(move |e| (path.as_path(), e)))
     }
+
+    /// `object` as the kept text of `path` defines it (its last definition there).
+    pub fn reload(&self, path: &Path, object: &ObjRef) -> Option<Resource> {
+        let file = self.files.get(path)?;
+        let manifest = manifest::load(path, &file.text, Admission::Validated).ok()?;
+        manifest.objects.into_iter().rev().map(|(_, r)| r).find(|r| r.obj_ref() == *object)
+    }
+}
+
+/// Where an entry of `path` was defined, for messages.
+pub fn origin(path: &Path, entry: &Entry) -> Origin {
+    Origin { path: path.to_path_buf(), line: entry.line }
 }
 
 #[cfg(test)]
@@ -104,7 +137,7 @@ mod tests {
     const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ";
 
     fn names(set: &ManifestSet) -> Vec<String> {
-        set.objects().map(|(_, r)| r.key().name).collect()
+        set.entries().map(|(_, e)| e.object.key.name.clone()).collect()
     }
 
     #[test]
@@ -115,29 +148,29 @@ mod tests {
         std::fs::write(dir.join(".hidden.yaml"), format!("{NAMESPACE}h\n")).unwrap();
         std::fs::write(dir.join("notes.txt"), "not a manifest").unwrap();
         let mut set = ManifestSet::default();
-        let r = set.rescan(&dir).unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
         assert_eq!(r.changed.len(), 2);
         assert_eq!(names(&set), ["a", "b"]);
-        assert!(set.rescan(&dir).unwrap().changed.is_empty(), "unchanged files are not loaded again");
+        assert!(set.rescan(&dir).unwrap().0.changed.is_empty(), "unchanged files are not loaded again");
 
         std::fs::write(dir.join("a.yaml"), "kind: [broken\n").unwrap();
-        let r = set.rescan(&dir).unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
         assert_eq!(r.errors.len(), 1);
         assert!(r.changed.is_empty());
         assert_eq!(names(&set), ["a", "b"], "last good content kept");
 
         std::fs::write(dir.join("a.yaml"), format!("{NAMESPACE}a\n---\n- 1\n")).unwrap();
-        let r = set.rescan(&dir).unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
         assert_eq!((r.errors.len(), r.errors[0].origin.line), (1, 6), "errors point at the document");
         assert_eq!(names(&set), ["a", "b"]);
 
         std::fs::write(dir.join("a.yaml"), format!("{NAMESPACE}a\n---\napiVersion: v1\nkind: ConfigMap\n")).unwrap();
-        let r = set.rescan(&dir).unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
         assert_eq!(r.skipped.len(), 1);
         assert_eq!(names(&set), ["a", "b"]);
 
         std::fs::remove_file(dir.join("b.yml")).unwrap();
-        let r = set.rescan(&dir).unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
         assert_eq!(r.changed, [dir.join("b.yml")]);
         assert_eq!(names(&set), ["a"]);
         std::fs::remove_dir_all(&dir).unwrap();
