@@ -11,7 +11,7 @@ use std::time::Duration;
 use stunner_gateway::render::RenderSettings;
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
-use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, ServerSettings};
+use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, Opening, ServerSettings};
 use stunner_gateway_operator::cli::{self, Args};
 use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
@@ -250,7 +250,7 @@ struct Stages {
     finalize: bool,
 }
 
-/// The CDS, bound and ready to serve once the first render is complete.
+/// The CDS, bound: it accepts clients at once and answers them once the first render is complete.
 struct Cds {
     listener: tokio::net::TcpListener,
     store: Arc<ConfigStore>,
@@ -268,7 +268,12 @@ impl Stages {
         mut follow: JoinHandle<anyhow::Result<()>>,
         mut tasks: JoinSet<()>,
     ) -> anyhow::Result<()> {
-        // Nothing is served before the first complete render.
+        let address = cds.listener.local_addr().context("the config discovery listener has no address")?;
+        // Clients are accepted from now on, and answered from the first complete render on:
+        // nothing is served from an empty store (cds::opening).
+        let readiness = self.readiness.clone();
+        let settings = ServerSettings { opening: Opening::when(async move { readiness.wait().await }), ..cds.settings };
+        tasks.spawn(cds::serve(cds.listener, cds.store, settings, cds.statuses.router(), self.shutdown.clone()));
         tokio::select! {
             _ = self.readiness.wait() => {}
             _ = wait_for_signal() => {
@@ -276,9 +281,7 @@ impl Stages {
                 return Ok(());
             }
         }
-        let address = cds.listener.local_addr().context("the config discovery listener has no address")?;
         tracing::info!(%address, "serving config discovery");
-        tasks.spawn(cds::serve(cds.listener, cds.store, cds.settings, cds.statuses.router(), self.shutdown.clone()));
         let failure = tokio::select! {
             _ = wait_for_signal() => None,
             result = &mut follow => match result {

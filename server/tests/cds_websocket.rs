@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use stunner_gateway::cds::{ApiError, ConfigId, ConfigList, LicenseStatus};
 use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
-use stunner_gateway_operator::cds::ServerSettings;
+use stunner_gateway_operator::cds::{Opening, ServerSettings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -92,6 +92,48 @@ async fn single_watch_receives_snapshot_updates_and_zero_config() {
     assert!(zero.normalized().unwrap().is_deleted(), "stunnerd's own check recognises it");
     s.store.upsert(config("stunner/gw", "r3"));
     assert_eq!(recv(&mut ws).await.auth.realm, "r3", "the stream stays open after a delete");
+}
+
+#[tokio::test]
+async fn clients_that_arrive_before_the_cds_opens_are_held_then_served_the_first_render() {
+    let (open, opened) = tokio::sync::oneshot::channel::<()>();
+    let opening = Opening::when(async move {
+        let _ = opened.await;
+    });
+    let s = start(ServerSettings { opening, ..Default::default() }).await;
+    let url = format!("ws://{}/api/v1/configs/stunner/gw?watch=true", s.addr);
+    let early_watch = tokio::spawn(connect_async(url));
+    let addr = s.addr;
+    let request = format!("GET /api/v1/configs/stunner/gw HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let early_get = tokio::spawn(async move { raw(addr, &request).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!early_watch.is_finished(), "a watch is not answered before the CDS opens");
+    assert!(!early_get.is_finished(), "nor is a GET: it would be a 404 from an empty store");
+
+    // The first render publishes, then opens the CDS: the early clients get what it rendered.
+    s.store.upsert(config("stunner/gw", "first"));
+    open.send(()).unwrap();
+    let mut ws = early_watch.await.unwrap().expect("the held upgrade is answered").0;
+    assert_eq!(recv(&mut ws).await.auth.realm, "first", "the first frame is the rendered config, not a zero config");
+    let (status, _, body) = early_get.await.unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(serde_json::from_str::<StunnerConfig>(&body).unwrap().auth.realm, "first");
+}
+
+#[tokio::test]
+async fn clients_held_for_an_opening_that_never_comes_are_let_go_at_shutdown() {
+    let opening = Opening::when(std::future::pending());
+    let s = start(ServerSettings { opening, ..Default::default() }).await;
+    let mut held = TcpStream::connect(s.addr).await.unwrap();
+    held.write_all(b"GET /api/v1/configs HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    s.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), s.task)
+        .await
+        .expect("shutdown does not wait for held clients")
+        .unwrap();
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(10), held.read_to_end(&mut rest)).await.expect("closed in time");
+    assert!(n.is_err() || rest.is_empty(), "closed unanswered: {:?}", String::from_utf8_lossy(&rest));
 }
 
 #[tokio::test]

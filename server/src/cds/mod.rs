@@ -20,6 +20,7 @@ pub mod grpc;
 pub mod handshake;
 pub mod metrics;
 pub mod nodes;
+pub mod opening;
 pub mod serve;
 pub mod session;
 pub mod store;
@@ -28,6 +29,7 @@ pub mod watch;
 pub mod websocket;
 
 pub use metrics::CdsMetrics;
+pub use opening::Opening;
 pub use serve::{ServerSettings, serve};
 pub use store::{ConfigStore, Scope, Snapshot};
 pub use version::Version;

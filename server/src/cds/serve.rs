@@ -13,6 +13,7 @@ use super::api::{self, CdsState};
 use super::clients::ClientTable;
 use super::connection::{ConnectionPermit, PeerAddr};
 use super::grpc::{self, ConnectionWatches};
+use super::opening::Opening;
 use super::store::ConfigStore;
 use crate::listener::{Acceptor, until_shutdown};
 use axum::extract::Request;
@@ -47,6 +48,8 @@ pub struct ServerSettings {
     pub grpc: grpc::Settings,
     /// Who may read which configs, on every transport (`--cds-authorization`).
     pub authorizer: Arc<super::authz::Authorizer>,
+    /// From when connections are answered; those accepted before wait, unread.
+    pub opening: Opening,
 }
 
 impl Default for ServerSettings {
@@ -58,13 +61,15 @@ impl Default for ServerSettings {
             session: Default::default(),
             grpc: Default::default(),
             authorizer: Arc::new(super::authz::Authorizer::unchecked()),
+            opening: Opening::now(),
         }
     }
 }
 
 /// Serves the CDS API from `store` on `listener` until `shutdown` is cancelled, then closes
 /// every stream and returns once they are gone (or the grace period is over). `extra` adds
-/// the daemon's own routes on the same port (its status endpoint).
+/// the daemon's own routes on the same port (its status endpoint). Connections are accepted
+/// from the start and answered from `settings.opening` on.
 pub async fn serve(
     listener: TcpListener,
     store: Arc<ConfigStore>,
@@ -98,7 +103,15 @@ pub async fn serve(
         };
         let service = dispatch(connection, router.clone(), grpc.clone());
         let (settings, shutdown, streams) = (settings.clone(), shutdown.clone(), TrackedExecutor(tracker.clone()));
-        tracker.spawn(serve_connection(stream, service, settings, shutdown, streams));
+        tracker.spawn(async move {
+            // Held, not read: the header read timeout starts once the CDS is open.
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                open = settings.opening.wait() => if !open { return },
+            }
+            serve_connection(stream, service, settings, shutdown, streams).await
+        });
     }
     drop(acceptor);
     tracker.close();
