@@ -169,7 +169,7 @@ mod tests {
         std::fs::write(dir.join("b.yaml"), GATEWAY.replace("3478", "3479")).unwrap();
         let mut src = FileSource::new(&dir).unwrap();
         let (_, changes) = src.rescan().unwrap();
-        let port = |changes: &[Change]| match &changes[..] {
+        let port = |changes: &[Change]| match changes {
             [Change::Apply(r)] => match &**r {
                 Resource::Gateway(gw) => gw.spec.listeners[0].port,
                 other => panic!("{other:?}"),
