@@ -91,6 +91,22 @@ async fn watch_reconnects_after_a_server_restart() {
 }
 
 #[tokio::test]
+async fn a_config_many_times_the_read_buffer_arrives_whole() {
+    let s = Server::start().await;
+    let mut big = config("ns1/gw-a");
+    // 8,000 endpoints: ~100 KiB of JSON, a dozen of the watch's 8 KiB reads.
+    big.clusters[0].endpoints =
+        (0..8000).map(|i| format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256)).collect();
+    s.store.upsert(big.clone());
+    let client = CdsClient::new(&s.url()).unwrap().with_watch_settings(fast());
+    let mut watcher = client.watch(&ConfigScope::Gateway { id: ConfigId::new("ns1", "gw-a"), node: None });
+    assert_eq!(next_config(&mut watcher).await, big.normalized().unwrap());
+    big.auth.realm = "after".into();
+    s.store.upsert(big.clone());
+    assert_eq!(next_config(&mut watcher).await, big.normalized().unwrap(), "and the next one after it");
+}
+
+#[tokio::test]
 async fn quiet_watch_stays_up_because_pings_are_answered() {
     let s = Server::start().await;
     let client = CdsClient::new(&s.url()).unwrap().with_watch_settings(fast());
