@@ -37,7 +37,7 @@ impl Queue {
     /// (and cancels a queued different one): `op` is what was last written, or the object as
     /// `live` returns it (what the watchers saw) already has its content.
     pub fn submit(&mut self, target: Target, op: Op, live: impl FnOnce(&Target) -> Option<Resource>) -> bool {
-        if self.applied.get(&target).is_some_and(|(written, _)| *written == digest(&op)) {
+        if self.is_written(&target, &op) {
             self.pending.remove(&target);
             return false;
         }
@@ -48,6 +48,12 @@ impl Queue {
         }
         self.pending.insert(target, op);
         true
+    }
+
+    /// Whether `op` is what was last written to `target` (and the watchers showed nothing
+    /// else since).
+    pub fn is_written(&self, target: &Target, op: &Op) -> bool {
+        self.applied.get(target).is_some_and(|(written, _)| *written == digest(op))
     }
 
     /// Takes every queued write, in target order (statuses first, then kinds in order).

@@ -166,6 +166,12 @@ impl Writer {
                 self.lock().failed(target, op); // no longer ours to write: keep it for later
                 continue;
             }
+            // Queued again by a render while the same content was being written (a combo's
+            // objects arrive one by one, each rendered at once): written now, not twice.
+            if self.lock().is_written(&target, &op) {
+                self.count(labels(&target, "suppressed"));
+                continue;
+            }
             match self.write(sink, &target, &op).await {
                 Ok(version) => self.lock().written(target, &op, version),
                 Err(e) => {
@@ -399,6 +405,41 @@ mod tests {
         settle().await;
         assert_eq!(sink.services(), ["2", "3", "4"]);
         running.stop().await;
+    }
+
+    /// A sink whose every write first waits for a permit, so that a test can render while a
+    /// write is in flight.
+    #[derive(Clone)]
+    struct Gated {
+        inner: Recorder,
+        permits: Arc<tokio::sync::Semaphore>,
+    }
+
+    impl Sink for Gated {
+        async fn write(&self, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
+            self.permits.acquire().await.expect("never closed").forget();
+            self.inner.write(target, op).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn content_queued_again_while_it_is_written_is_written_once() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Gated { inner: Recorder::default(), permits: Arc::new(tokio::sync::Semaphore::new(0)) };
+        let (_leader, leading) = watch::channel(true);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
+        writer.submit(&output("1"), &Index::new());
+        settle().await; // its write is in flight, waiting for a permit
+        writer.submit(&output("1"), &Index::new()); // a render meanwhile asks for the same
+        sink.permits.add_permits(10);
+        settle().await;
+        assert_eq!(sink.inner.services(), ["1"], "written once");
+        writer.submit(&output("2"), &Index::new());
+        settle().await;
+        assert_eq!(sink.inner.services(), ["1", "2"], "other content is written");
+        shutdown.cancel();
+        task.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
