@@ -42,7 +42,10 @@ fuzz_target!(|raw: &[u8]| {
         let header = |name: &str| response.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value);
         if status == 101 {
             assert_eq!(answered, 0, "an upgrade only answers the first request of a connection here");
-            assert_eq!(head, rest.len(), "nothing after the 101");
+            // After it, at most one Close frame: the session's answer to bytes sent right after
+            // the request that are no valid frame (1002, RFC 6455 §7.1.7); never data.
+            let after = &rest[head..];
+            assert!(after.is_empty() || is_close_frame(after), "after the 101 only a Close frame: {after:?}");
             let accept = header("sec-websocket-accept").expect("a 101 carries Sec-WebSocket-Accept");
             assert_eq!(accept, expected_accept(raw).as_bytes(), "the accept key of the request's key");
             return;
@@ -102,4 +105,13 @@ fn expected_accept(raw: &[u8]) -> String {
     sha.update(key);
     sha.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
     base64::engine::general_purpose::STANDARD.encode(sha.finalize())
+}
+
+/// Whether `bytes` are exactly one unmasked, final Close frame from the server, with a status
+/// code (a payload of 2 to 125 bytes).
+fn is_close_frame(bytes: &[u8]) -> bool {
+    match bytes {
+        [0x88, len, payload @ ..] => *len & 0x80 == 0 && (2..=125).contains(len) && payload.len() == *len as usize,
+        _ => false,
+    }
 }
