@@ -111,7 +111,16 @@ pub trait KindVisitor {
 }
 
 /// Whether `K` is cluster-scoped, from its `kube::Resource::Scope`.
-/// Feeds what is written into a hasher (for [`Resource::digest`], without the JSON text).
+/// A 64-bit digest of `value` as JSON, hashed as it is serialized (no JSON text is built):
+/// equal values, equal digests. For comparisons within one process only (the hasher is not
+/// stable across builds).
+pub fn content_digest<T: Serialize + ?Sized>(value: &T) -> u64 {
+    let mut hasher = DigestWriter(std::hash::DefaultHasher::new());
+    serde_json::to_writer(&mut hasher, value).expect("an object serializes: its maps have string keys");
+    std::hash::Hasher::finish(&hasher.0)
+}
+
+/// Feeds what is written into a hasher.
 struct DigestWriter(std::hash::DefaultHasher);
 
 impl std::io::Write for DigestWriter {
@@ -263,12 +272,9 @@ macro_rules! kinds {
             /// have equal digests, different ones all but certainly (64 bits) different. What a
             /// source keeps of the objects it handed on, in place of a copy of each.
             pub fn digest(&self) -> u64 {
-                let mut hasher = DigestWriter(std::hash::DefaultHasher::new());
-                let written = match self {
-                    $(Resource::$variant(o) => serde_json::to_writer(&mut hasher, o),)*
-                };
-                written.expect("a stored object serializes: its maps have string keys");
-                std::hash::Hasher::finish(&hasher.0)
+                match self {
+                    $(Resource::$variant(o) => content_digest(o),)*
+                }
             }
         }
 

@@ -23,7 +23,7 @@ pub use decode::decode_value;
 pub use dirty::Dirty;
 pub use error::DecodeError;
 pub use key::{KeyView, ObjectKey};
-pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Store, Wire};
+pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Store, Wire, content_digest};
 pub use lookup::{AsKeyView, AsObjRefView, Lookup, ObjRefView};
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
 

@@ -4,7 +4,7 @@
 use super::live;
 use super::ops::{Op, Scope, Target, WriteKind};
 use std::collections::BTreeMap;
-use stunner_gateway::index::{ObjectKey, Resource};
+use stunner_gateway::index::{ObjectKey, Resource, content_digest};
 
 /// The writes still to do, and the content last written per object.
 ///
@@ -23,13 +23,10 @@ pub struct Queue {
 
 /// A 64-bit digest of a write: a collision (odds 2^-64 per object) would skip one write.
 fn digest(op: &Op) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
     match op {
-        Op::Apply(body) => body.to_string().hash(&mut h),
-        Op::Delete => "delete".hash(&mut h), // no JSON body serialises to a bare word
+        Op::Apply(body) => content_digest(body),
+        Op::Delete => content_digest("delete"), // no object body serialises to a bare string
     }
-    h.finish()
 }
 
 impl Queue {

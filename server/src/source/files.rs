@@ -55,10 +55,10 @@ impl FileSource {
             }
             // Loaded by this rescan, or else (it was shadowed by a later file, now gone) from
             // its file's kept text.
-            let resource = match loaded.get_mut(path).and_then(|objects| objects.remove(object)) {
-                Some(r) => Some(r),
-                None => self.manifests.reload(path, object),
-            };
+            let resource = loaded
+                .get_mut(path)
+                .and_then(|objects| objects.remove(object))
+                .or_else(|| self.manifests.reload(path, object));
             if let Some(resource) = resource {
                 changes.push(Change::Apply(Box::new(resource)));
                 self.applied.insert(object.clone(), entry.digest);
