@@ -11,7 +11,6 @@ pub mod nodes;
 pub mod ops;
 pub mod pods;
 pub mod queue;
-pub mod ratelimit;
 pub mod review;
 pub mod source;
 pub mod translate;

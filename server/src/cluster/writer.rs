@@ -9,10 +9,14 @@
 //! For statuses this replaces the whole status, as upstream's `Status().Update` does.
 //! Only the leader writes; a replica that is not leading keeps queueing (latest wins per
 //! object) and writes what is still pending when it becomes the leader.
+//!
+//! There is no client-side rate limit, as upstream has none: controller-runtime's `GetConfig`
+//! turns client-go's token bucket off (QPS -1) and leaves throttling to the API server's
+//! priority and fairness. The writer sends one request at a time and waits for its answer, so
+//! it never has more than one in flight, and a 429 is retried after a growing delay.
 
 use super::ops::{Op, Scope, Target, WriteKind, ops_of};
 use super::queue::Queue;
-use super::ratelimit::RateLimit;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use std::future::Future;
@@ -58,14 +62,11 @@ struct Shared {
     queue: Mutex<Queue>,
     wake: Notify,
     metrics: OperatorMetrics,
-    /// Every request to the API server, retries included, takes a token.
-    limit: RateLimit,
 }
 
 impl Writer {
     pub fn new(metrics: OperatorMetrics) -> Self {
-        let limit = RateLimit::default();
-        Writer { shared: Arc::new(Shared { queue: Mutex::default(), wake: Notify::new(), metrics, limit }) }
+        Writer { shared: Arc::new(Shared { queue: Mutex::default(), wake: Notify::new(), metrics }) }
     }
 
     /// Queues the writes `output` asks for, unless `index` (what the watchers saw) shows them
@@ -203,7 +204,6 @@ impl Writer {
     async fn write(&self, sink: &impl Sink, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
         let mut delay = FIRST_RETRY;
         for attempt in 1..=ATTEMPTS {
-            self.shared.limit.acquire().await;
             self.count(labels(target, "attempt"));
             match sink.write(target, op).await {
                 Ok(version) => {
@@ -330,27 +330,35 @@ mod tests {
         }
     }
 
+    /// A render of Gateway `ns/gw` that asks for its Service labelled `v: version`.
     fn output(version: &str) -> RenderOutput {
-        let svc = Service {
-            metadata: ObjectMeta {
-                name: Some("gw".into()),
-                namespace: Some("ns".into()),
-                labels: Some([("v".to_string(), version.to_string())].into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        services(["gw"], version)
+    }
+
+    /// A render of Gateways `ns/<name>` that asks for each one's Service labelled `v: version`.
+    fn services<'a>(names: impl IntoIterator<Item = &'a str>, version: &str) -> RenderOutput {
         let mut out = RenderOutput::default();
-        out.gateways.insert(
-            ObjectKey::new("ns", "gw"),
-            GatewayOutput {
-                config: Owned::Keep,
-                status: None,
-                service: Owned::Apply(svc),
-                deployment: Owned::Keep,
-                delete_daemon_set: false,
-            },
-        );
+        for name in names {
+            let svc = Service {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("ns".into()),
+                    labels: Some([("v".to_string(), version.to_string())].into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            out.gateways.insert(
+                ObjectKey::new("ns", name),
+                GatewayOutput {
+                    config: Owned::Keep,
+                    status: None,
+                    service: Owned::Apply(svc),
+                    deployment: Owned::Keep,
+                    delete_daemon_set: false,
+                },
+            );
+        }
         out
     }
 
@@ -440,6 +448,23 @@ mod tests {
         assert_eq!(sink.inner.services(), ["1", "2"], "other content is written");
         shutdown.cancel();
         task.await.unwrap();
+    }
+
+    /// Upstream's client has no rate limit (module doc): a render that touches many objects is
+    /// written as fast as the API server answers, not at client-go's 20 requests a second.
+    #[tokio::test(start_paused = true)]
+    async fn writes_are_not_paced_by_a_client_side_rate_limit() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Recorder::default();
+        let (_leader, leading) = watch::channel(true);
+        let running = Running::start(&writer, &sink, leading);
+        let names: Vec<String> = (0..100).map(|i| format!("gw{i}")).collect();
+        let start = Instant::now();
+        writer.submit(&services(names.iter().map(String::as_str), "1"), &Index::new());
+        settle().await;
+        assert_eq!(sink.services().len(), 100, "all written at once");
+        assert_eq!(start.elapsed(), Duration::ZERO, "no write waited");
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
