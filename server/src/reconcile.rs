@@ -156,10 +156,12 @@ impl Reconciler {
                     self.outputs.nodes.observe(&object, now);
                 }
                 for change in changes {
-                    let kind = match &change {
-                        Change::Apply(resource) => resource.kind(),
-                        Change::Delete(r) => r.kind,
-                    };
+                    let (object, _) = change.seen();
+                    if self.outputs.apply_owned_to_index {
+                        // What the operator applied to it is kept until others change it.
+                        self.owned.before_outside_change(&self.index, &object);
+                    }
+                    let kind = object.kind;
                     let controller = Controller::of(kind);
                     self.outputs.metrics.set_active(controller, true);
                     let started = std::time::Instant::now();

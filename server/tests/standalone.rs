@@ -545,26 +545,44 @@ async fn out_of_file_descriptors_new_clients_get_a_503_and_the_log_stays_short()
 /// hold with an address, as a cloud would give it: the Gateway has no `spec.addresses`, so its
 /// listeners' public address comes from `status.loadBalancer`.
 fn quickstart_behind_a_load_balancer(name: &str) -> PathBuf {
+    let dir = quickstart_without_addresses(name);
+    write_load_balancer_service(&dir);
+    dir
+}
+
+const GATEWAY_UID: &str = "0b6a3a52-5c5e-4d43-9d1e-3c1f6a1b2c3d";
+
+/// The quickstart with a Gateway that has no `spec.addresses` (and a uid, for the Service's
+/// owner reference).
+fn quickstart_without_addresses(name: &str) -> PathBuf {
     let dir = temp_copy_of_quickstart(name);
-    let uid = "0b6a3a52-5c5e-4d43-9d1e-3c1f6a1b2c3d";
     let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
     let gateway = gateway.replace("  addresses:\n    - type: IPAddress\n      value: 127.0.0.1\n", "").replacen(
         "  namespace: stunner\n",
-        &format!("  namespace: stunner\n  uid: {uid}\n"),
+        &format!("  namespace: stunner\n  uid: {GATEWAY_UID}\n"),
         1,
     );
     std::fs::write(dir.join("gateway.yaml"), gateway).unwrap();
+    dir
+}
+
+/// The Gateway's LoadBalancer Service with the address 192.0.2.7, as `service.yaml`.
+fn write_load_balancer_service(dir: &Path) {
     let service = format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: udp-gateway\n  namespace: stunner\n  \
          labels: {{team: media}}\n  \
          annotations: {{stunner.l7mp.io/related-gateway-name: stunner/udp-gateway}}\n  ownerReferences:\n  \
-         - {{apiVersion: gateway.networking.k8s.io/v1, kind: Gateway, name: udp-gateway, uid: {uid}}}\n\
+         - {{apiVersion: gateway.networking.k8s.io/v1, kind: Gateway, name: udp-gateway, uid: {GATEWAY_UID}}}\n\
          spec:\n  type: LoadBalancer\n  clusterIP: 10.96.0.10\n  ports:\n  \
          - {{name: udp-listener, port: 3478, protocol: UDP}}\n  - {{name: tcp-listener, port: 3478, protocol: TCP}}\n\
          status:\n  loadBalancer:\n    ingress:\n    - ip: 192.0.2.7\n"
     );
     std::fs::write(dir.join("service.yaml"), service).unwrap();
-    dir
+}
+
+/// The public address of each listener of `c`.
+fn public_addresses(c: &StunnerConfig) -> Vec<&str> {
+    c.listeners.iter().map(|l| l.public_addr.as_str()).collect()
 }
 
 #[tokio::test]
@@ -584,13 +602,33 @@ async fn the_load_balancer_address_of_the_manifests_survives_the_operators_own_s
     let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
     std::fs::write(dir.join("gateway.yaml"), gateway.replace("tcp-listener", "tcp-2")).unwrap();
     let c = next_config(&mut ws).await;
-    assert_eq!(c.listeners.iter().map(|l| l.public_addr.as_str()).collect::<Vec<_>>(), ["192.0.2.7", "192.0.2.7"]);
+    assert_eq!(public_addresses(&c), ["192.0.2.7", "192.0.2.7"]);
     assert_no_config(&mut ws).await;
     let body = http_get(&format!("http://{}/api/v1/statuses", d.addr)).await;
     let list: serde_json::Value = serde_json::from_str(&body).unwrap();
     let gw = list["items"].as_array().unwrap().iter().find(|i| i["kind"] == "Gateway").unwrap();
     let programmed = gw["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Programmed");
     assert_eq!(programmed.unwrap()["status"], "True", "{gw}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The same Service written to the manifests only after the operator applied its own: what
+/// the operator applied is kept apart from what the manifests add, so the next render merges
+/// into the Service and keeps its address (had the record been the stored object, the address
+/// would have counted as the operator's and been dropped).
+#[tokio::test]
+async fn a_load_balancer_address_the_manifests_add_later_survives_the_next_render() {
+    let dir = quickstart_without_addresses("lb-later");
+    let d = Daemon::start(&dir).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    assert_eq!(public_addresses(&next_config(&mut ws).await), ["", ""], "no address yet");
+    write_load_balancer_service(&dir);
+    assert_eq!(public_addresses(&next_config(&mut ws).await), ["192.0.2.7", "192.0.2.7"]);
+    let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
+    std::fs::write(dir.join("gateway.yaml"), gateway.replace("tcp-listener", "tcp-2")).unwrap();
+    let c = next_config(&mut ws).await;
+    assert_eq!(public_addresses(&c), ["192.0.2.7", "192.0.2.7"]);
+    assert_no_config(&mut ws).await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -24,9 +24,15 @@ impl Reconciler {
                 break;
             }
             let dirty = std::mem::take(&mut self.dirty);
+            // This pass renders each of them again (every dirty Gateway has an output): what an
+            // earlier pass made of them goes first, so that two renders of every Gateway are
+            // never held at once (at start-up, the operator's heap peak).
+            for key in &dirty.gateways {
+                settled.gateways.remove(key);
+            }
             let output = self.render_pass(&dirty);
             if self.outputs.apply_owned_to_index {
-                let dirty = self.owned.apply(&mut self.index, &output, &settled);
+                let dirty = self.owned.apply(&mut self.index, &output);
                 self.dirty.merge(dirty);
             }
             supersede(&mut settled, output);

@@ -18,40 +18,58 @@ use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::render::{Owned, RenderOutput};
 
 /// What the operator last applied to each owned object: the fields it owns.
-///
-/// Kept as JSON text, parsed only when the object is applied again: as a `Value` tree (a
-/// map node and a `String` per field) a Deployment took ~30 KiB, with 1,000 Gateways most of
-/// the operator's heap; as text it takes ~2 KiB.
 #[derive(Debug, Default)]
 pub struct OwnedObjects {
-    last_applied: BTreeMap<ObjRef, Box<str>>,
+    last_applied: BTreeMap<ObjRef, Applied>,
+}
+
+/// What the operator last applied to one object.
+#[derive(Debug)]
+enum Applied {
+    /// Exactly the object the index holds: no one else set a field of it (the manifests hold
+    /// no such object), so it is not kept a second time. Before anything else changes the
+    /// object in the index, [`OwnedObjects::before_outside_change`] turns it into `Text`.
+    AsStored,
+    /// As JSON text, parsed only when the object is applied again: as a `Value` tree (a map
+    /// node and a `String` per field) a Deployment took ~30 KiB, as text ~2 KiB.
+    Text(Box<str>),
 }
 
 impl OwnedObjects {
+    /// Keeps what the operator applied to `r` before a change from elsewhere (the manifests)
+    /// replaces or deletes it in `index`: while no one else touched it, the object in the index
+    /// was that record.
+    pub fn before_outside_change(&mut self, index: &Index, r: &ObjRef) {
+        let Some(applied @ Applied::AsStored) = self.last_applied.get_mut(r) else { return };
+        let text = match r.kind {
+            Kind::Service => index.services().get(&r.key).map(serde_json::to_string),
+            Kind::Deployment => index.deployments().get(&r.key).map(serde_json::to_string),
+            _ => None,
+        };
+        match text {
+            Some(text) => *applied = Applied::Text(text.expect("a stored object serializes").into_boxed_str()),
+            // Gone from the index already: nothing to merge into the next time.
+            None => {
+                self.last_applied.remove(r);
+            }
+        }
+    }
+
     /// Applies the owned objects of `output` to `index`; returns what that made dirty (rendered
-    /// in the next pass). `earlier` is what the earlier passes of the same render applied
-    /// (nothing else changed the index since): an object rendered the same again is applied
-    /// already, and not merged a second time (at start-up, a second merge of every Service and
-    /// Deployment only to find them unchanged).
-    pub fn apply(&mut self, index: &mut Index, output: &RenderOutput, earlier: &RenderOutput) -> Dirty {
+    /// in the next pass).
+    pub fn apply(&mut self, index: &mut Index, output: &RenderOutput) -> Dirty {
         let mut dirty = Dirty::default();
         for (key, gw) in &output.gateways {
-            let before = earlier.gateways.get(key);
-            let service = match before {
-                Some(b) if b.service == gw.service => None,
-                _ => self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key), Resource::Service),
-            };
-            let deployment = match before {
-                Some(b) if b.deployment == gw.deployment => None,
-                _ => self.change(
-                    index,
-                    &gw.deployment,
-                    Kind::Deployment,
-                    key,
-                    |i| i.deployments().get(key),
-                    Resource::Deployment,
-                ),
-            };
+            let service =
+                self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key), Resource::Service);
+            let deployment = self.change(
+                index,
+                &gw.deployment,
+                Kind::Deployment,
+                key,
+                |i| i.deployments().get(key),
+                Resource::Deployment,
+            );
             let changes = [service, deployment];
             for change in changes.into_iter().flatten() {
                 dirty.merge(match change {
@@ -78,29 +96,41 @@ impl OwnedObjects {
         match owned {
             Owned::Apply(desired) => {
                 let live = live(index);
+                // Applied already: the index holds what the operator applied, and it asks for
+                // that again (the later passes of a render, at start-up every Gateway's).
+                if matches!(self.last_applied.get(&r), Some(Applied::AsStored)) && live == Some(desired) {
+                    return None;
+                }
                 let body = serde_json::to_value(desired).expect("a rendered object serializes");
-                let merged = match live {
+                // Whether the object the index will hold is exactly `body`.
+                let (merged, as_stored) = match live {
                     Some(live) => {
                         let mut value = serde_json::to_value(live).expect("a stored object serializes");
-                        let last = self
-                            .last_applied
-                            .get(&r)
-                            .map(|text| serde_json::from_str::<Value>(text).expect("what was applied is JSON"));
+                        let last = match self.last_applied.get(&r) {
+                            Some(Applied::AsStored) => Some(value.clone()),
+                            Some(Applied::Text(text)) => {
+                                Some(serde_json::from_str::<Value>(text).expect("what was applied is JSON"))
+                            }
+                            None => None,
+                        };
                         merge(&mut value, last.as_ref(), &body);
+                        let as_stored = value == body;
                         match serde_json::from_value(value) {
-                            Ok(merged) => merged,
+                            Ok(merged) => (merged, as_stored),
                             Err(e) => {
                                 // Cannot happen for objects of one type; if it did, the
                                 // rendered object alone is still what the operator asks for.
                                 tracing::warn!(object = %key, error = %e, "cannot merge into the stored object");
-                                desired.clone()
+                                (desired.clone(), true)
                             }
                         }
                     }
                     // Nothing to merge into (every Gateway at start-up): the rendered object as is.
-                    None => desired.clone(),
+                    None => (desired.clone(), true),
                 };
-                self.last_applied.insert(r, body.to_string().into_boxed_str());
+                let applied =
+                    if as_stored { Applied::AsStored } else { Applied::Text(body.to_string().into_boxed_str()) };
+                self.last_applied.insert(r, applied);
                 (live != Some(&merged)).then(|| Change::Apply(Box::new(wrap(merged))))
             }
             Owned::Delete => {
@@ -150,48 +180,36 @@ mod tests {
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
-    use stunner_gateway::render::GatewayOutput;
 
-    /// Within one render the index changes only by these applies: what an earlier pass applied
-    /// is in it, so an object rendered the same again is left alone (not merged and compared
-    /// once more, which at start-up cost a second round trip of every Service and Deployment).
+    /// An object no one else set a field of is its own record of what was applied: no copy of
+    /// it is kept (with 1,000 Gateways the copies were 5.8 MiB), until the manifests change it.
     #[test]
-    fn an_object_an_earlier_pass_applied_is_not_merged_again() {
+    fn what_was_applied_is_kept_apart_only_once_others_change_the_object() {
+        let mut owned = OwnedObjects::default();
+        let mut index = Index::new();
         let key = ObjectKey::new("ns", "gw");
-        let labels = |owner: &str| Some([("owner".to_string(), owner.to_string())].into());
-        let meta = ObjectMeta {
-            name: Some("gw".into()),
-            namespace: Some("ns".into()),
-            labels: labels("operator"),
-            ..Default::default()
-        };
-        let service = Service { metadata: meta, ..Default::default() };
-        let gateway = GatewayOutput {
-            config: Owned::Keep,
-            status: None,
-            service: Owned::Apply(service.clone()),
-            deployment: Owned::Keep,
-            delete_daemon_set: false,
-        };
-        let mut output = RenderOutput::default();
-        output.gateways.insert(key.clone(), gateway);
-        let (mut index, mut owned) = (Index::new(), OwnedObjects::default());
-        owned.apply(&mut index, &output, &RenderOutput::default());
-        assert_eq!(index.services().get(&key), Some(&service));
-
-        // Had the second pass merged again, it would restore what the operator set; that no
-        // one else changed the object in between is what lets it skip the merge.
-        let mut changed = service.clone();
-        changed.metadata.labels = labels("someone else");
-        index.apply(Resource::Service(changed.clone()));
-        assert!(owned.apply(&mut index, &output, &output).is_empty());
-        assert_eq!(index.services().get(&key), Some(&changed), "not merged again");
+        let r = ObjRef::new(Kind::Service, key.clone());
+        let desired = service(&[("mine", "1")]);
+        let change = owned.change(
+            &index,
+            &Owned::Apply(desired.clone()),
+            Kind::Service,
+            &key,
+            |i| i.services().get(&key),
+            Resource::Service,
+        );
+        let Some(Change::Apply(applied)) = change else { panic!("applied") };
+        index.apply(*applied);
+        assert!(matches!(owned.last_applied[&r], Applied::AsStored));
+        owned.before_outside_change(&index, &r);
+        let Applied::Text(text) = &owned.last_applied[&r] else { panic!("kept as text") };
+        assert_eq!(serde_json::from_str::<Service>(text).unwrap(), desired);
     }
 
-    fn service(annotations: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Service {
+    fn service(annotations: &[(&str, &str)]) -> Service {
         let annotations = annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        k8s_openapi::api::core::v1::Service {
-            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        Service {
+            metadata: ObjectMeta {
                 name: Some("gw".into()),
                 namespace: Some("ns".into()),
                 annotations: Some(annotations),
@@ -201,14 +219,14 @@ mod tests {
         }
     }
 
-    /// What was applied is kept as text between applies, and still tells which fields the
-    /// operator stopped setting.
+    /// What was applied is kept between applies (as the stored object while no one else set a
+    /// field, then as text), and still tells which fields the operator stopped setting.
     #[test]
     fn a_field_the_operator_stops_setting_goes_across_applies() {
         let mut owned = OwnedObjects::default();
         let mut index = Index::new();
         let key = ObjectKey::new("ns", "gw");
-        let mut apply = |index: &mut Index, desired| {
+        let apply = |owned: &mut OwnedObjects, index: &mut Index, desired| {
             let change = owned.change(
                 index,
                 &Owned::Apply(desired),
@@ -221,10 +239,13 @@ mod tests {
                 index.apply(*r);
             }
         };
-        apply(&mut index, service(&[("mine", "1")]));
+        apply(&mut owned, &mut index, service(&[("mine", "1")]));
+        // Someone else adds a field (the manifests now hold the object); the loop tells the
+        // record first, as it does for every outside change.
         let theirs = service(&[("mine", "1"), ("theirs", "x")]);
+        owned.before_outside_change(&index, &ObjRef::new(Kind::Service, key.clone()));
         index.apply(Resource::Service(theirs));
-        apply(&mut index, service(&[("other", "2")]));
+        apply(&mut owned, &mut index, service(&[("other", "2")]));
         let annotations = index.services().get(&key).and_then(|s| s.metadata.annotations.clone());
         let expected = [("other", "2"), ("theirs", "x")].map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(annotations, Some(BTreeMap::from(expected)));
