@@ -443,27 +443,6 @@ pub async fn wait_object(
     }
 }
 
-/// Like [`wait_object`], but on a watch of the object, not a poll: it returns as soon as the
-/// API server sends the change that makes `pred` hold, for benchmarks that time it (a 200 ms
-/// poll would round every wait up to its interval).
-pub async fn watch_object(
-    client: &Client,
-    api_version: &str,
-    kind: &str,
-    namespace: Option<&str>,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&DynamicObject) -> bool,
-) -> DynamicObject {
-    let api = api_for(client, api_version, kind, namespace).await;
-    let holds = move |o: Option<&DynamicObject>| o.is_some_and(&pred);
-    match tokio::time::timeout(TIMEOUT, kube::runtime::wait::await_condition(api, name, holds)).await {
-        Ok(Ok(Some(o))) => o,
-        Ok(other) => panic!("watching {kind} {name} for {what} failed: {other:?}"),
-        Err(_) => panic!("timed out watching {kind} {name} for {what}"),
-    }
-}
-
 /// Waits until `kind/name` is gone.
 pub async fn wait_gone(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) {
     let api = api_for(client, api_version, kind, namespace).await;
