@@ -14,7 +14,7 @@ use crate::status::StatusBoard;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
-use stunner_gateway::index::{ObjRef, Resource};
+use stunner_gateway::index::{Kind, ObjRef, Resource};
 
 /// One change a source asks of the index.
 #[derive(Debug, Clone)]
@@ -25,6 +25,14 @@ pub enum Change {
 }
 
 impl Change {
+    /// The kind of the object changed.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Change::Apply(r) => r.kind(),
+            Change::Delete(r) => r.kind,
+        }
+    }
+
     /// The object changed, and what it is now (`None`: deleted).
     pub fn seen(&self) -> (ObjRef, Option<&Resource>) {
         match self {

@@ -156,12 +156,11 @@ impl Reconciler {
                     self.outputs.nodes.observe(&object, now);
                 }
                 for change in changes {
-                    let (object, _) = change.seen();
                     if self.outputs.apply_owned_to_index {
                         // What the operator applied to it is kept until others change it.
-                        self.owned.before_outside_change(&self.index, &object);
+                        self.owned.before_outside_change(&self.index, &change);
                     }
-                    let kind = object.kind;
+                    let kind = change.kind();
                     let controller = Controller::of(kind);
                     self.outputs.metrics.set_active(controller, true);
                     let started = std::time::Instant::now();

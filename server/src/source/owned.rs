@@ -36,21 +36,24 @@ enum Applied {
 }
 
 impl OwnedObjects {
-    /// Keeps what the operator applied to `r` before a change from elsewhere (the manifests)
-    /// replaces or deletes it in `index`: while no one else touched it, the object in the index
-    /// was that record.
-    pub fn before_outside_change(&mut self, index: &Index, r: &ObjRef) {
-        let Some(applied @ Applied::AsStored) = self.last_applied.get_mut(r) else { return };
+    /// Keeps what the operator applied to an object before `change`, from elsewhere (the
+    /// manifests), replaces or deletes it in `index`: while no one else touched it, the object
+    /// in the index was that record.
+    pub fn before_outside_change(&mut self, index: &Index, change: &Change) {
+        if !matches!(change.kind(), Kind::Service | Kind::Deployment) {
+            return; // not a kind the operator applies
+        }
+        let (r, _) = change.seen();
+        let Some(applied @ Applied::AsStored) = self.last_applied.get_mut(&r) else { return };
         let text = match r.kind {
             Kind::Service => index.services().get(&r.key).map(serde_json::to_string),
-            Kind::Deployment => index.deployments().get(&r.key).map(serde_json::to_string),
-            _ => None,
+            _ => index.deployments().get(&r.key).map(serde_json::to_string),
         };
         match text {
             Some(text) => *applied = Applied::Text(text.expect("a stored object serializes").into_boxed_str()),
             // Gone from the index already: nothing to merge into the next time.
             None => {
-                self.last_applied.remove(r);
+                self.last_applied.remove(&r);
             }
         }
     }
@@ -96,40 +99,42 @@ impl OwnedObjects {
         match owned {
             Owned::Apply(desired) => {
                 let live = live(index);
-                // Applied already: the index holds what the operator applied, and it asks for
-                // that again (the later passes of a render, at start-up every Gateway's).
-                if matches!(self.last_applied.get(&r), Some(Applied::AsStored)) && live == Some(desired) {
-                    return None;
-                }
-                let body = serde_json::to_value(desired).expect("a rendered object serializes");
-                // Whether the object the index will hold is exactly `body`.
-                let (merged, as_stored) = match live {
-                    Some(live) => {
+                let (merged, applied) = match (live, self.last_applied.get(&r)) {
+                    // Nothing to merge into (every Gateway at start-up), or nothing in it but what
+                    // the operator applied: the rendered object as is.
+                    (None, _) | (Some(_), Some(Applied::AsStored)) => {
+                        if live == Some(desired) {
+                            return None; // applied already (a render's later passes)
+                        }
+                        (desired.clone(), Applied::AsStored)
+                    }
+                    (Some(live), last) => {
+                        let body = serde_json::to_value(desired).expect("a rendered object serializes");
                         let mut value = serde_json::to_value(live).expect("a stored object serializes");
-                        let last = match self.last_applied.get(&r) {
-                            Some(Applied::AsStored) => Some(value.clone()),
+                        let last = match last {
                             Some(Applied::Text(text)) => {
                                 Some(serde_json::from_str::<Value>(text).expect("what was applied is JSON"))
                             }
-                            None => None,
+                            _ => None,
                         };
                         merge(&mut value, last.as_ref(), &body);
-                        let as_stored = value == body;
+                        // The object the index will hold is exactly `body`: no one else's fields.
+                        let applied = if value == body {
+                            Applied::AsStored
+                        } else {
+                            Applied::Text(body.to_string().into_boxed_str())
+                        };
                         match serde_json::from_value(value) {
-                            Ok(merged) => (merged, as_stored),
+                            Ok(merged) => (merged, applied),
                             Err(e) => {
                                 // Cannot happen for objects of one type; if it did, the
                                 // rendered object alone is still what the operator asks for.
                                 tracing::warn!(object = %key, error = %e, "cannot merge into the stored object");
-                                (desired.clone(), true)
+                                (desired.clone(), Applied::AsStored)
                             }
                         }
                     }
-                    // Nothing to merge into (every Gateway at start-up): the rendered object as is.
-                    None => (desired.clone(), true),
                 };
-                let applied =
-                    if as_stored { Applied::AsStored } else { Applied::Text(body.to_string().into_boxed_str()) };
                 self.last_applied.insert(r, applied);
                 (live != Some(&merged)).then(|| Change::Apply(Box::new(wrap(merged))))
             }
@@ -201,7 +206,7 @@ mod tests {
         let Some(Change::Apply(applied)) = change else { panic!("applied") };
         index.apply(*applied);
         assert!(matches!(owned.last_applied[&r], Applied::AsStored));
-        owned.before_outside_change(&index, &r);
+        owned.before_outside_change(&index, &Change::Delete(r.clone()));
         let Applied::Text(text) = &owned.last_applied[&r] else { panic!("kept as text") };
         assert_eq!(serde_json::from_str::<Service>(text).unwrap(), desired);
     }
@@ -243,7 +248,7 @@ mod tests {
         // Someone else adds a field (the manifests now hold the object); the loop tells the
         // record first, as it does for every outside change.
         let theirs = service(&[("mine", "1"), ("theirs", "x")]);
-        owned.before_outside_change(&index, &ObjRef::new(Kind::Service, key.clone()));
+        owned.before_outside_change(&index, &Change::Apply(Box::new(Resource::Service(theirs.clone()))));
         index.apply(Resource::Service(theirs));
         apply(&mut owned, &mut index, service(&[("other", "2")]));
         let annotations = index.services().get(&key).and_then(|s| s.metadata.annotations.clone());
