@@ -17,7 +17,6 @@ mod e2e;
 use e2e::*;
 use futures_util::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -91,12 +90,9 @@ impl Kinds {
         if let Some(known) = self.0.get(&key) {
             return known.clone();
         }
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let (resource, caps) = kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-            .await
-            .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-        self.0.insert(key, (resource.clone(), caps.scope.clone()));
-        (resource, caps.scope)
+        let found = discover(client, api_version, kind).await;
+        self.0.insert(key, found.clone());
+        found
     }
 }
 

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
-use kube::discovery::{self, Scope};
+use kube::discovery::{self, ApiResource, Scope};
 use kube::{Client, Config};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -322,17 +322,21 @@ async fn install_crd_files(admin: &Client, files: &[PathBuf]) {
 
 /// The dynamic API of a kind; `namespace` only for namespaced kinds (else all namespaces).
 pub async fn api_for(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let (resource, scope) = discover(client, api_version, kind).await;
+    match (scope, namespace) {
+        (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+        _ => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// The API resource of `kind` and its scope, as discovery finds them.
+pub async fn discover(client: &Client, api_version: &str, kind: &str) -> (ApiResource, Scope) {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
     let mut last = None;
     for _ in 0..50 {
         match discovery::pinned_kind(client, &gvk).await {
-            Ok((ar, caps)) => {
-                return match (caps.scope, namespace) {
-                    (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
-                    _ => Api::all_with(client.clone(), &ar),
-                };
-            }
+            Ok((resource, caps)) => return (resource, caps.scope),
             // A CRD applied a moment ago may not be served yet.
             Err(e) => last = Some(e),
         }
