@@ -19,8 +19,7 @@ use stunner_gateway::index::{Kind, ObjRef, Resource};
 /// One change a source asks of the index.
 #[derive(Debug, Clone)]
 pub enum Change {
-    /// Boxed: objects are large, and a batch mostly holds a few of them.
-    Apply(Box<Resource>),
+    Apply(Resource),
     Delete(ObjRef),
 }
 
@@ -36,7 +35,7 @@ impl Change {
     /// The object changed, and what it is now (`None`: deleted).
     pub fn seen(&self) -> (ObjRef, Option<&Resource>) {
         match self {
-            Change::Apply(r) => (ObjRef::new(r.kind(), r.key()), Some(&**r)),
+            Change::Apply(r) => (ObjRef::new(r.kind(), r.key()), Some(r)),
             Change::Delete(r) => (r.clone(), None),
         }
     }

@@ -165,7 +165,7 @@ impl Reconciler {
                     self.outputs.metrics.set_active(controller, true);
                     let started = std::time::Instant::now();
                     let dirty = match change {
-                        Change::Apply(resource) => self.index.apply(*resource),
+                        Change::Apply(resource) => self.index.apply(resource),
                         Change::Delete(r) => {
                             self.forget_status(&r);
                             self.index.delete(r.kind, &r.key.namespace, &r.key.name)

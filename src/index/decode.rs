@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// What the API server does on write and a manifest reader must do itself: `stringData` is
 /// folded into `data`.
-fn fold_string_data(mut s: Secret) -> Secret {
+fn fold_string_data(mut s: Box<Secret>) -> Box<Secret> {
     for (k, v) in s.string_data.take().unwrap_or_default() {
         s.data.get_or_insert_default().insert(k, ByteString(v.into_bytes()));
     }

@@ -18,6 +18,7 @@
 use super::controller::Controller;
 use super::error::DecodeError;
 use super::key::ObjectKey;
+use super::store::Store;
 use crate::resources::{
     Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
 };
@@ -44,9 +45,6 @@ impl ObjRef {
         ObjRef { kind, key }
     }
 }
-
-/// A typed map of one kind, by key.
-pub type Store<T> = BTreeMap<ObjectKey, T>;
 
 /// Every watched object, with forward and reverse references between them. Declared with the
 /// table because its storage is one typed map per kind; what it does is in the parent module
@@ -168,12 +166,11 @@ macro_rules! kinds {
     ($($(#[$doc:meta])* $variant:ident($wire:ty $(=> $stored:ty)?) in $field:ident by $controller:ident $(, also $($older:literal),+)?;)*) => {
         /// One watched object. [`Resource::GatewayUdpRoute`] holds a Gateway API v1alpha2 route
         /// already converted to STUNner's v1 shape (see [`super::convert_gateway_udp_route`]).
-        // Objects are moved once from a source into the store; boxing each variant would only
-        // add an allocation per event.
-        #[allow(clippy::large_enum_variant)]
+        // Each object is boxed: the store keeps the box as it is (see `super::store`), and a
+        // `Resource` moves as a pointer, not as the 2.4 KiB of its largest kind.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Resource {
-            $($(#[$doc])* $variant(stored!($wire $(=> $stored)?)),)*
+            $($(#[$doc])* $variant(Box<stored!($wire $(=> $stored)?)>),)*
         }
 
         /// The kinds the index stores.
@@ -238,7 +235,7 @@ macro_rules! kinds {
 
         $(impl From<$wire> for Resource {
             fn from(o: $wire) -> Self {
-                Resource::$variant(<stored!($wire $(=> $stored)?)>::from(o))
+                Resource::$variant(Box::new(<stored!($wire $(=> $stored)?)>::from(o)))
             }
         })*
 
@@ -299,7 +296,7 @@ macro_rules! kinds {
 
             pub(super) fn get(&self, r: &ObjRef) -> Option<Resource> {
                 match r.kind {
-                    $(Kind::$variant => self.$field.get(&r.key).cloned().map(Resource::$variant),)*
+                    $(Kind::$variant => self.$field.get(&r.key).map(|o| Resource::$variant(Box::new(o.clone()))),)*
                 }
             }
 

@@ -7,7 +7,8 @@
 //! heap allocations each) just to throw it away: see [`Lookup`].
 
 use super::key::{KeyView, ObjectKey};
-use super::kinds::{Kind, ObjRef, Store};
+use super::kinds::{Kind, ObjRef};
+use super::store::Store;
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 

@@ -16,6 +16,7 @@ mod key;
 mod kinds;
 mod lookup;
 mod refs;
+mod store;
 
 pub use controller::Controller;
 pub use convert::convert_gateway_udp_route;
@@ -23,9 +24,10 @@ pub use decode::decode_value;
 pub use dirty::Dirty;
 pub use error::DecodeError;
 pub use key::{KeyView, ObjectKey};
-pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Store, Wire, content_digest};
+pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Wire, content_digest};
 pub use lookup::{AsKeyView, AsObjRefView, Lookup, ObjRefView};
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
+pub use store::Store;
 
 impl Index {
     pub fn new() -> Self {

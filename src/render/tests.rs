@@ -225,9 +225,9 @@ fn rendering_twice_gives_the_same_statuses() {
     let settings = RenderSettings::default();
     let first = render_all(&index, &settings, &now());
     // Write the statuses back, as the operator would, and render later: nothing changes.
-    let gw = index.gateways()[&ObjectKey::new("ns", "gw")].clone();
+    let gw = index.gateways().get(&ObjectKey::new("ns", "gw")).expect("stored").clone();
     let status = first.gateways[&ObjectKey::new("ns", "gw")].status.clone();
-    index.apply(Resource::Gateway(Gateway { status, ..gw }));
+    index.apply(Resource::Gateway(Box::new(Gateway { status, ..gw })));
     let later = Time("2025-01-01T00:00:00Z".parse().unwrap());
     let key = ObjectKey::new("ns", "gw");
     assert!(render_all(&index, &settings, &later).gateways[&key] == first.gateways[&key]);
@@ -279,7 +279,7 @@ fn render_over_live(origin: &str, annotation: Option<&str>, unavailable: i32) ->
         unavailable_replicas: Some(unavailable),
         ..Default::default()
     });
-    index.apply(Resource::Deployment(live));
+    index.apply(Resource::Deployment(Box::new(live)));
     deployment_of(&render_all(&index, &RenderSettings::default(), &now()), "gw")
 }
 
@@ -320,12 +320,12 @@ fn a_deleted_gateways_own_objects_are_deleted_and_no_others() {
     let out = render_all(&index, &RenderSettings::default(), &now());
     let gw = &out.gateways[&ObjectKey::new("ns", "gw")];
     let (Owned::Apply(service), Owned::Apply(deployment)) = (&gw.service, &gw.deployment) else { panic!("rendered") };
-    index.apply(Resource::Service(service.clone()));
-    index.apply(Resource::Deployment(deployment.clone()));
+    index.apply(Resource::Service(Box::new(service.clone())));
+    index.apply(Resource::Deployment(Box::new(deployment.clone())));
     let mut foreign = service.clone();
     foreign.metadata.name = Some("gw-2".into());
     foreign.metadata.labels = None;
-    index.apply(Resource::Service(foreign));
+    index.apply(Resource::Service(Box::new(foreign)));
 
     let mut dirty = index.delete(Kind::Gateway, "ns", "gw");
     dirty.merge(index.delete(Kind::Gateway, "ns", "gw-2"));
@@ -346,7 +346,7 @@ fn daemon_sets_are_asked_gone_with_every_deployment_upsert() {
     let out = render_all(&index, &RenderSettings::default(), &now());
     assert!(out.gateways[&key].delete_daemon_set);
     let (deployment, _) = deployment_of(&out, "gw");
-    index.apply(Resource::Deployment(deployment));
+    index.apply(Resource::Deployment(Box::new(deployment)));
     let daemon_set = "apiVersion: apps/v1\nkind: DaemonSet\n\
         metadata: {name: gw, namespace: ns, labels: {stunner.l7mp.io/owned-by: stunner}}\n";
     let dirty = index
@@ -366,8 +366,8 @@ fn only_the_operator_that_made_a_dataplane_deletes_it() {
     let out = render_all(&index, &ours, &now());
     let gw = &out.gateways[&ObjectKey::new("ns", "gw")];
     let (Owned::Apply(service), Owned::Apply(deployment)) = (&gw.service, &gw.deployment) else { panic!("rendered") };
-    index.apply(Resource::Service(service.clone()));
-    index.apply(Resource::Deployment(deployment.clone()));
+    index.apply(Resource::Service(Box::new(service.clone())));
+    index.apply(Resource::Deployment(Box::new(deployment.clone())));
 
     let other = RenderSettings { controller_name: "example.com/other-operator".into(), ..RenderSettings::default() };
     let seen_by_other = &render_all(&index, &other, &now()).gateways[&ObjectKey::new("ns", "gw")];

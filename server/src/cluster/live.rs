@@ -82,7 +82,7 @@ mod tests {
             "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.1"},
         }))
         .unwrap();
-        let live = Resource::Service(live);
+        let live = Resource::from(live);
         let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gw", "namespace": "ns"},
             "spec": {"type": "LoadBalancer"}});
         assert_eq!(matches(Some(&live), &target, &Op::Apply(body.clone())), Some(Some("42".into())));

@@ -197,11 +197,11 @@ mod tests {
 
     fn node(name: &str, addresses: &[(&str, &str)]) -> Change {
         let addresses = addresses.iter().map(|(t, a)| NodeAddress { type_: t.to_string(), address: a.to_string() });
-        Change::Apply(Box::new(Resource::Node(Node {
+        Change::Apply(Resource::from(Node {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             status: Some(NodeStatus { addresses: Some(addresses.collect()), ..Default::default() }),
             ..Default::default()
-        })))
+        }))
     }
 
     fn deleted(name: &str) -> Change {
@@ -253,7 +253,7 @@ mod tests {
     async fn other_kinds_are_ignored() {
         let table = Arc::new(NodeAddresses::default());
         let feed = NodeFeed::new(table.clone());
-        see(&feed, &Change::Apply(Box::new(Resource::Namespace(Default::default()))));
+        see(&feed, &Change::Apply(Resource::Namespace(Default::default())));
         see(&feed, &Change::Delete(ObjRef::new(Kind::Namespace, ObjectKey::cluster("n1"))));
         assert!(table.is_empty());
     }

@@ -111,7 +111,7 @@ mod tests {
     fn live(version: &str) -> Resource {
         let mut svc = Service::default();
         svc.metadata.resource_version = Some(version.into());
-        Resource::Service(svc)
+        svc.into()
     }
 
     fn apply(n: i64) -> Op {
@@ -176,7 +176,7 @@ mod tests {
             svc.metadata.name = Some("gw".into());
             svc.metadata.resource_version = Some(version.into());
             svc.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
-            Resource::Service(svc)
+            Resource::from(svc)
         };
         let before = service("5", &[]);
         let body = Op::Apply(json!({ "metadata": { "name": "gw" } }));

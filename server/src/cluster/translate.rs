@@ -42,7 +42,7 @@ impl Tracker {
                 let r = prepare(obj);
                 if r.kind() == self.kind {
                     self.known.insert(r.key(), version(&r));
-                    step.changes.push(Change::Apply(Box::new(r)));
+                    step.changes.push(Change::Apply(r));
                 }
             }
             Event::Delete(obj) => {
@@ -74,7 +74,7 @@ impl Tracker {
         for r in listed {
             let (key, rv) = (r.key(), version(&r));
             if self.known.get(&key) != Some(&rv) || rv.is_empty() {
-                changes.push(Change::Apply(Box::new(r)));
+                changes.push(Change::Apply(r));
             }
             now.insert(key, rv);
         }

@@ -24,10 +24,7 @@ const THROTTLE: Duration = Duration::from_millis(250);
 
 /// The objects of one manifest file, as changes that apply them.
 fn applied(file: &str, text: &str) -> impl Iterator<Item = Change> {
-    manifest::load(Path::new(file), text, manifest::Admission::Validated)
-        .unwrap()
-        .into_resources()
-        .map(|r| Change::Apply(Box::new(r)))
+    manifest::load(Path::new(file), text, manifest::Admission::Validated).unwrap().into_resources().map(Change::Apply)
 }
 
 /// The quickstart manifests, as one batch of changes.

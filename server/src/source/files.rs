@@ -60,7 +60,7 @@ impl FileSource {
                 .and_then(|objects| objects.remove(object))
                 .or_else(|| self.manifests.reload(path, object));
             if let Some(resource) = resource {
-                changes.push(Change::Apply(Box::new(resource)));
+                changes.push(Change::Apply(resource));
                 self.applied.insert(object.clone(), entry.digest);
             }
         }
@@ -170,7 +170,7 @@ mod tests {
         let mut src = FileSource::new(&dir).unwrap();
         let (_, changes) = src.rescan().unwrap();
         let port = |changes: &[Change]| match changes {
-            [Change::Apply(r)] => match &**r {
+            [Change::Apply(r)] => match r {
                 Resource::Gateway(gw) => gw.spec.listeners[0].port,
                 other => panic!("{other:?}"),
             },

@@ -19,8 +19,9 @@ pub struct ManifestSet {
 }
 
 /// A file's last good text and what it defines. With 1,000 Gateways (4,003 objects) a copy of
-/// each object here (a `Resource` is as large as its largest kind inline, a Deployment, ~2.5
-/// KiB, plus its strings) held ~14 MiB of the operator's heap beside the index's copy.
+/// each object here (then a `Resource` held its object inline, as large as its largest kind, a
+/// Deployment, ~2.5 KiB, plus its strings) held ~14 MiB of the operator's heap beside the
+/// index's copy.
 #[derive(Debug)]
 struct FileState {
     text: String,

@@ -63,20 +63,12 @@ impl OwnedObjects {
     pub fn apply(&mut self, index: &mut Index, output: &RenderOutput) -> Dirty {
         let mut dirty = Dirty::default();
         for (key, gw) in &output.gateways {
-            let service =
-                self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key), Resource::Service);
-            let deployment = self.change(
-                index,
-                &gw.deployment,
-                Kind::Deployment,
-                key,
-                |i| i.deployments().get(key),
-                Resource::Deployment,
-            );
+            let service = self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key));
+            let deployment = self.change(index, &gw.deployment, Kind::Deployment, key, |i| i.deployments().get(key));
             let changes = [service, deployment];
             for change in changes.into_iter().flatten() {
                 dirty.merge(match change {
-                    Change::Apply(r) => index.apply(*r),
+                    Change::Apply(r) => index.apply(r),
                     Change::Delete(r) => index.delete(r.kind, &r.key.namespace, &r.key.name),
                 });
             }
@@ -86,14 +78,13 @@ impl OwnedObjects {
 
     /// The index change one owned-object decision amounts to; `None` if the index already
     /// holds the result.
-    fn change<T: Serialize + DeserializeOwned + PartialEq + Clone>(
+    fn change<T: Serialize + DeserializeOwned + PartialEq + Clone + Into<Resource>>(
         &mut self,
         index: &Index,
         owned: &Owned<T>,
         kind: Kind,
         key: &ObjectKey,
         live: impl Fn(&Index) -> Option<&T>,
-        wrap: fn(T) -> Resource,
     ) -> Option<Change> {
         let r = ObjRef::new(kind, key.clone());
         match owned {
@@ -136,7 +127,7 @@ impl OwnedObjects {
                     }
                 };
                 self.last_applied.insert(r, applied);
-                (live != Some(&merged)).then(|| Change::Apply(Box::new(wrap(merged))))
+                (live != Some(&merged)).then(|| Change::Apply(merged.into()))
             }
             Owned::Delete => {
                 self.last_applied.remove(&r);
@@ -195,16 +186,10 @@ mod tests {
         let key = ObjectKey::new("ns", "gw");
         let r = ObjRef::new(Kind::Service, key.clone());
         let desired = service(&[("mine", "1")]);
-        let change = owned.change(
-            &index,
-            &Owned::Apply(desired.clone()),
-            Kind::Service,
-            &key,
-            |i| i.services().get(&key),
-            Resource::Service,
-        );
+        let change =
+            owned.change(&index, &Owned::Apply(desired.clone()), Kind::Service, &key, |i| i.services().get(&key));
         let Some(Change::Apply(applied)) = change else { panic!("applied") };
-        index.apply(*applied);
+        index.apply(applied);
         assert!(matches!(owned.last_applied[&r], Applied::AsStored));
         owned.before_outside_change(&index, &Change::Delete(r.clone()));
         let Applied::Text(text) = &owned.last_applied[&r] else { panic!("kept as text") };
@@ -232,24 +217,17 @@ mod tests {
         let mut index = Index::new();
         let key = ObjectKey::new("ns", "gw");
         let apply = |owned: &mut OwnedObjects, index: &mut Index, desired| {
-            let change = owned.change(
-                index,
-                &Owned::Apply(desired),
-                Kind::Service,
-                &key,
-                |i| i.services().get(&key),
-                Resource::Service,
-            );
+            let change = owned.change(index, &Owned::Apply(desired), Kind::Service, &key, |i| i.services().get(&key));
             if let Some(Change::Apply(r)) = change {
-                index.apply(*r);
+                index.apply(r);
             }
         };
         apply(&mut owned, &mut index, service(&[("mine", "1")]));
         // Someone else adds a field (the manifests now hold the object); the loop tells the
         // record first, as it does for every outside change.
         let theirs = service(&[("mine", "1"), ("theirs", "x")]);
-        owned.before_outside_change(&index, &Change::Apply(Box::new(Resource::Service(theirs.clone()))));
-        index.apply(Resource::Service(theirs));
+        owned.before_outside_change(&index, &Change::Apply(theirs.clone().into()));
+        index.apply(theirs.into());
         apply(&mut owned, &mut index, service(&[("other", "2")]));
         let annotations = index.services().get(&key).and_then(|s| s.metadata.annotations.clone());
         let expected = [("other", "2"), ("theirs", "x")].map(|(k, v)| (k.to_string(), v.to_string()));

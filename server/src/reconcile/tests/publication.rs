@@ -24,7 +24,7 @@ fn applied_service(changes: Vec<Change>) -> Input {
     let mut index = Index::new();
     for c in changes {
         if let Change::Apply(r) = c {
-            index.apply(*r);
+            index.apply(r);
         }
     }
     let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -32,7 +32,7 @@ fn applied_service(changes: Vec<Change>) -> Input {
     let Owned::Apply(service) = &out.gateways[&ObjectKey::new("stunner", "udp-gateway")].service else {
         panic!("a Service is asked for")
     };
-    Input::Changes(vec![Change::Apply(Box::new(Resource::Service(service.clone())))])
+    Input::Changes(vec![Change::Apply(service.clone().into())])
 }
 
 /// The listeners of published configs that have no public address.
@@ -124,11 +124,9 @@ async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
     assert_eq!(queued(), 1, "the render asks for the Gateway's Service");
     let Input::Changes(mut back) = applied_service(quickstart()) else { unreachable!() };
     let Some(Change::Apply(service)) = back.pop() else { unreachable!() };
-    let Resource::Service(mut service) = *service else { unreachable!() };
+    let Resource::Service(mut service) = service else { unreachable!() };
     service.metadata.resource_version = Some("1".into());
-    let watched = |s: &k8s_openapi::api::core::v1::Service| {
-        Input::Changes(vec![Change::Apply(Box::new(Resource::Service(s.clone())))])
-    };
+    let watched = |s: &k8s_openapi::api::core::v1::Service| Input::Changes(vec![Change::Apply(s.clone().into())]);
     l.send(watched(&service)).await;
     l.send(realm("other")).await;
     tokio::time::sleep(THROTTLE * 2).await;
@@ -170,7 +168,7 @@ async fn a_gateway_in_a_namespace_with_a_slash_is_withdrawn_when_deleted() {
         other => other,
     };
     let changes = quickstart().into_iter().map(|c| match c {
-        Change::Apply(r) => Change::Apply(Box::new(moved(*r))),
+        Change::Apply(r) => Change::Apply(moved(r)),
         other => other,
     });
     l.send(Input::Changes(changes.collect())).await;
