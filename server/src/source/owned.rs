@@ -1,6 +1,6 @@
 //! Standalone mode has no API server to store the objects the operator renders for a Gateway
 //! (its Service and Deployment), so they go straight into the index, as if written and watched
-//! back. They are applied the way a server-side apply under one field manager would: the
+//! back (a Deployment only where the manifests hold one too: see [`held_alone`]). They are applied the way a server-side apply under one field manager would: the
 //! rendered object is merged into the live one (the one the manifests hold, or the last merge),
 //! so what others set stays, above all the Service's `status.loadBalancer`, which gives the
 //! listeners their public address; and a field the operator set before and no longer renders
@@ -90,6 +90,10 @@ impl OwnedObjects {
         match owned {
             Owned::Apply(desired) => {
                 let live = live(index);
+                if live.is_none() && !held_alone(kind) {
+                    self.last_applied.remove(&r);
+                    return None;
+                }
                 let (merged, applied) = match (live, self.last_applied.get(&r)) {
                     // Nothing to merge into (every Gateway at start-up), or nothing in it but what
                     // the operator applied: the rendered object as is.
@@ -138,6 +142,17 @@ impl OwnedObjects {
     }
 }
 
+/// Whether the index holds an object of `kind` the operator applied when nothing else (no
+/// manifest) holds one by that name. A Service, yes: the render reads back its addresses and
+/// node ports, and the Gateway's public address comes from it. A Deployment, no: standalone mode
+/// has no kubelet to run it, and all the render reads of one is what others set on it (a
+/// foreign `STUNNER_CONFIG_ORIGIN`, unavailable replicas), which a Deployment of the manifests
+/// brings, merged as any. With 1,000 Gateways the operator's own Deployments took 11 MiB of
+/// heap (the largest Kubernetes type, and a label map of 0.5 KiB each for three labels).
+fn held_alone(kind: Kind) -> bool {
+    kind != Kind::Deployment
+}
+
 /// Merges `desired` into `live`: `desired`'s fields are set, maps merged key by key, and a
 /// field of `last` (what was applied before) that `desired` no longer has is removed.
 fn merge(live: &mut Value, last: Option<&Value>, desired: &Value) {
@@ -173,6 +188,7 @@ fn merge(live: &mut Value, last: Option<&Value>, desired: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
@@ -197,16 +213,52 @@ mod tests {
     }
 
     fn service(annotations: &[(&str, &str)]) -> Service {
+        Service { metadata: meta(annotations), ..Default::default() }
+    }
+
+    fn meta(annotations: &[(&str, &str)]) -> ObjectMeta {
         let annotations = annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Service {
-            metadata: ObjectMeta {
-                name: Some("gw".into()),
-                namespace: Some("ns".into()),
-                annotations: Some(annotations),
-                ..Default::default()
-            },
+        ObjectMeta {
+            name: Some("gw".into()),
+            namespace: Some("ns".into()),
+            annotations: Some(annotations),
             ..Default::default()
         }
+    }
+
+    /// The operator's own Deployment is in the index only while the manifests hold one for the
+    /// Gateway, merged into it; before and after, nothing is kept of it.
+    #[test]
+    fn a_deployment_is_kept_only_merged_into_one_the_manifests_hold() {
+        let mut owned = OwnedObjects::default();
+        let mut index = Index::new();
+        let key = ObjectKey::new("ns", "gw");
+        let r = ObjRef::new(Kind::Deployment, key.clone());
+        let ours = Deployment { metadata: meta(&[("mine", "1")]), ..Default::default() };
+        let apply = |owned: &mut OwnedObjects, index: &mut Index| {
+            let change =
+                owned.change(index, &Owned::Apply(ours.clone()), Kind::Deployment, &key, |i| i.deployments().get(&key));
+            if let Some(Change::Apply(r)) = change {
+                index.apply(r);
+            }
+        };
+        apply(&mut owned, &mut index);
+        assert!(index.deployments().is_empty(), "no one else holds one: not kept");
+        assert!(owned.last_applied.is_empty());
+
+        let theirs = Deployment { metadata: meta(&[("theirs", "x")]), ..Default::default() };
+        owned.before_outside_change(&index, &Change::Apply(theirs.clone().into()));
+        index.apply(theirs.into());
+        apply(&mut owned, &mut index);
+        let annotations = index.deployments().get(&key).and_then(|d| d.metadata.annotations.clone());
+        let expected = [("mine", "1"), ("theirs", "x")].map(|(k, v)| (k.to_string(), v.to_string()));
+        assert_eq!(annotations, Some(BTreeMap::from(expected)), "merged into the manifests' one");
+
+        owned.before_outside_change(&index, &Change::Delete(r.clone()));
+        index.delete(Kind::Deployment, "ns", "gw");
+        apply(&mut owned, &mut index);
+        assert!(index.deployments().is_empty(), "the manifests' one is gone: ours is not kept either");
+        assert!(owned.last_applied.is_empty());
     }
 
     /// What was applied is kept between applies (as the stored object while no one else set a
