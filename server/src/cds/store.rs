@@ -39,8 +39,6 @@ pub struct Snapshot {
     /// Clients on a node get a copy patched with its address: a config with the node-address
     /// placeholder, never a deletion (as upstream).
     per_node: bool,
-    /// Published value after the dataplane's normalisation, for change detection.
-    normalized: Option<StunnerConfig>,
     /// Per-node variants of `json`, keyed by the node address they carry; only for configs
     /// with a node-address placeholder.
     patched: Mutex<HashMap<Option<IpAddr>, Frame>>,
@@ -74,10 +72,9 @@ pub struct Variant {
 type Patch = Option<Option<IpAddr>>;
 
 impl Snapshot {
-    fn new(id: ConfigId, config: StunnerConfig, deleted: bool) -> Self {
-        let version = Version::of(&config);
+    /// `version` is `Version::of(&config)`, which the caller has at hand.
+    fn new(id: ConfigId, version: Version, config: StunnerConfig, deleted: bool) -> Self {
         let json = Frame::from(config.to_json());
-        let normalized = config.normalized().ok();
         let per_node = !deleted && config.has_node_placeholder();
         Snapshot {
             id,
@@ -86,7 +83,6 @@ impl Snapshot {
             json,
             deleted,
             per_node,
-            normalized,
             patched: Mutex::default(),
             encoded: Default::default(),
             encoded_patched: Mutex::default(),
@@ -95,15 +91,8 @@ impl Snapshot {
 
     /// The zero config of `id`: what clients are sent when the id is deleted.
     pub fn zero(id: &ConfigId) -> Arc<Self> {
-        Arc::new(Snapshot::new(id.clone(), StunnerConfig::zero(&id.to_string()), true))
-    }
-
-    /// Whether publishing `config` over this snapshot would change what dataplanes run.
-    fn same_content(&self, config: &StunnerConfig) -> bool {
-        match (&self.normalized, config.normalized().ok()) {
-            (Some(a), Some(b)) => *a == b,
-            _ => self.config == *config,
-        }
+        let config = StunnerConfig::zero(&id.to_string());
+        Arc::new(Snapshot::new(id.clone(), Version::of(&config), config, true))
     }
 
     /// The bytes for a client on `node`: the node-address placeholder replaced by the node's
@@ -208,12 +197,15 @@ impl ConfigStore {
     /// when nothing changed (equal after normalisation) or the name is not a `namespace/name`.
     pub fn upsert(&self, config: StunnerConfig) -> Option<Version> {
         let id = ConfigId::parse(&config.admin.name)?;
+        // The version is the digest of what the dataplane runs (the config after its
+        // normalisation): equal versions, nothing to change. Compared by digest, the store
+        // keeps no normalised copy of each config beside the published one.
+        let version = Version::of(&config);
         let mut inner = self.inner.write().expect("store lock");
-        if inner.configs.get(&id).is_some_and(|s| s.same_content(&config)) {
+        if inner.configs.get(&id).is_some_and(|s| s.version == version) {
             return None;
         }
-        let snapshot = Arc::new(Snapshot::new(id.clone(), config, false));
-        let version = snapshot.version;
+        let snapshot = Arc::new(Snapshot::new(id.clone(), version, config, false));
         inner.configs.insert(id.clone(), snapshot.clone());
         Self::notify_topic(&mut inner, &id, snapshot);
         drop(inner);
