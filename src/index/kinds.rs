@@ -16,6 +16,7 @@
 //! they admit.
 
 use super::controller::Controller;
+use super::endpoint_addresses::EndpointAddresses;
 use super::error::DecodeError;
 use super::key::ObjectKey;
 use super::store::Store;
@@ -335,8 +336,8 @@ kinds! {
     StaticService(StaticService) in static_services by udproute;
     /// Core `Service`: route backends and the Gateways' own LoadBalancer Services.
     Service(Service) in services by udproute;
-    /// `discovery.k8s.io/v1` `EndpointSlice` of backend Services.
-    EndpointSlice(EndpointSlice) in endpoint_slices by udproute;
+    /// `discovery.k8s.io/v1` `EndpointSlice` of backend Services, as its addresses.
+    EndpointSlice(EndpointSlice => EndpointAddresses) in endpoint_slices by udproute;
     /// Core `Endpoints`, used instead of EndpointSlices when those are disabled.
     Endpoints(Endpoints) in endpoints by udproute;
     /// Core `Secret`: auth credentials and TLS certificates.

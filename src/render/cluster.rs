@@ -108,11 +108,8 @@ fn pod_addresses(index: &Index, svc: &ObjectKey, settings: &RenderSettings) -> R
     let not_found = || RenderError::new(Reason::EndpointNotFound);
     if settings.endpoint_slices {
         let slices = index.referrers(ObjRefView::new(Kind::Service, svc), Kind::EndpointSlice);
-        let addrs: Vec<String> = slices
-            .filter_map(|k| index.endpoint_slices().get(k))
-            .flat_map(|s| s.endpoints.iter().flatten())
-            .flat_map(|e| e.addresses.iter().cloned())
-            .collect();
+        let addrs: Vec<String> =
+            slices.filter_map(|k| index.endpoint_slices().get(k)).flat_map(|s| s.addresses.iter().cloned()).collect();
         if addrs.is_empty() { Err(not_found()) } else { Ok(addrs) }
     } else {
         let ep = index.endpoints().get(svc).ok_or_else(not_found)?;
