@@ -166,7 +166,8 @@ macro_rules! stored {
 macro_rules! kinds {
     ($($(#[$doc:meta])* $variant:ident($wire:ty $(=> $stored:ty)?) in $field:ident by $controller:ident $(, also $($older:literal),+)?;)*) => {
         /// One watched object. [`Resource::GatewayUdpRoute`] holds a Gateway API v1alpha2 route
-        /// already converted to STUNner's v1 shape (see [`super::convert_gateway_udp_route`]).
+        /// already converted to STUNner's v1 shape (see [`super::convert_gateway_udp_route`]),
+        /// [`Resource::EndpointSlice`] what the render reads of a slice (`EndpointAddresses`).
         // Each object is boxed: the store keeps the box as it is (see `super::store`), and a
         // `Resource` moves as a pointer, not as the 2.4 KiB of its largest kind.
         #[derive(Debug, Clone, PartialEq)]
