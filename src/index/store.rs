@@ -53,16 +53,8 @@ impl<T> Store<T> {
         self.0.values().map(Box::as_ref)
     }
 
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&ObjectKey, &T)> + ExactSizeIterator {
-        self.0.iter().map(|(k, v)| (k, v.as_ref()))
-    }
-
     pub fn range<R: RangeBounds<ObjectKey>>(&self, range: R) -> impl DoubleEndedIterator<Item = (&ObjectKey, &T)> {
         self.0.range(range).map(|(k, v)| (k, v.as_ref()))
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
