@@ -1,10 +1,10 @@
 //! Standalone mode has no API server to store the objects the operator renders for a Gateway
 //! (its Service and Deployment), so they go straight into the index, as if written and watched
-//! back (a Deployment only where the manifests hold one too: see [`held_alone`]). They are applied the way a server-side apply under one field manager would: the
-//! rendered object is merged into the live one (the one the manifests hold, or the last merge),
-//! so what others set stays, above all the Service's `status.loadBalancer`, which gives the
-//! listeners their public address; and a field the operator set before and no longer renders
-//! is removed.
+//! back (a Deployment only where the manifests hold one too: see [`held_alone`]). They are
+//! applied the way a server-side apply under one field manager would: the rendered object is
+//! merged into the live one (the one the manifests hold, or the last merge), so what others set
+//! stays, above all the Service's `status.loadBalancer`, which gives the listeners their public
+//! address; and a field the operator set before and no longer renders is removed.
 //!
 //! Maps merge key by key; lists are replaced as a whole (the renderer already carries over what
 //! it keeps of a live list, such as allocated node ports).
@@ -192,6 +192,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
+    use stunner_gateway::index::Store;
 
     /// An object no one else set a field of is its own record of what was applied: no copy of
     /// it is kept (with 1,000 Gateways the copies were 5.8 MiB), until the manifests change it.
@@ -199,17 +200,34 @@ mod tests {
     fn what_was_applied_is_kept_apart_only_once_others_change_the_object() {
         let mut owned = OwnedObjects::default();
         let mut index = Index::new();
-        let key = ObjectKey::new("ns", "gw");
-        let r = ObjRef::new(Kind::Service, key.clone());
+        let r = ObjRef::new(Kind::Service, ObjectKey::new("ns", "gw"));
         let desired = service(&[("mine", "1")]);
-        let change =
-            owned.change(&index, &Owned::Apply(desired.clone()), Kind::Service, &key, |i| i.services().get(&key));
-        let Some(Change::Apply(applied)) = change else { panic!("applied") };
-        index.apply(applied);
+        assert!(apply(&mut owned, &mut index, Kind::Service, desired.clone(), Index::services), "applied");
         assert!(matches!(owned.last_applied[&r], Applied::AsStored));
         owned.before_outside_change(&index, &Change::Delete(r.clone()));
         let Applied::Text(text) = &owned.last_applied[&r] else { panic!("kept as text") };
         assert_eq!(serde_json::from_str::<Service>(text).unwrap(), desired);
+    }
+
+    /// Applies `desired` for the Gateway `ns/gw` as the render loop does, and the index change
+    /// it amounts to; whether there was one to apply.
+    fn apply<T>(
+        owned: &mut OwnedObjects,
+        index: &mut Index,
+        kind: Kind,
+        desired: T,
+        store: fn(&Index) -> &Store<T>,
+    ) -> bool
+    where
+        T: Serialize + DeserializeOwned + PartialEq + Clone + Into<Resource>,
+    {
+        let key = ObjectKey::new("ns", "gw");
+        let Some(Change::Apply(r)) = owned.change(index, &Owned::Apply(desired), kind, &key, |i| store(i).get(&key))
+        else {
+            return false;
+        };
+        index.apply(r);
+        true
     }
 
     fn service(annotations: &[(&str, &str)]) -> Service {
@@ -235,28 +253,21 @@ mod tests {
         let key = ObjectKey::new("ns", "gw");
         let r = ObjRef::new(Kind::Deployment, key.clone());
         let ours = Deployment { metadata: meta(&[("mine", "1")]), ..Default::default() };
-        let apply = |owned: &mut OwnedObjects, index: &mut Index| {
-            let change =
-                owned.change(index, &Owned::Apply(ours.clone()), Kind::Deployment, &key, |i| i.deployments().get(&key));
-            if let Some(Change::Apply(r)) = change {
-                index.apply(r);
-            }
-        };
-        apply(&mut owned, &mut index);
+        apply(&mut owned, &mut index, Kind::Deployment, ours.clone(), Index::deployments);
         assert!(index.deployments().is_empty(), "no one else holds one: not kept");
         assert!(owned.last_applied.is_empty());
 
         let theirs = Deployment { metadata: meta(&[("theirs", "x")]), ..Default::default() };
         owned.before_outside_change(&index, &Change::Apply(theirs.clone().into()));
         index.apply(theirs.into());
-        apply(&mut owned, &mut index);
+        apply(&mut owned, &mut index, Kind::Deployment, ours.clone(), Index::deployments);
         let annotations = index.deployments().get(&key).and_then(|d| d.metadata.annotations.clone());
         let expected = [("mine", "1"), ("theirs", "x")].map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(annotations, Some(BTreeMap::from(expected)), "merged into the manifests' one");
 
         owned.before_outside_change(&index, &Change::Delete(r.clone()));
         index.delete(Kind::Deployment, "ns", "gw");
-        apply(&mut owned, &mut index);
+        apply(&mut owned, &mut index, Kind::Deployment, ours.clone(), Index::deployments);
         assert!(index.deployments().is_empty(), "the manifests' one is gone: ours is not kept either");
         assert!(owned.last_applied.is_empty());
     }
@@ -268,19 +279,13 @@ mod tests {
         let mut owned = OwnedObjects::default();
         let mut index = Index::new();
         let key = ObjectKey::new("ns", "gw");
-        let apply = |owned: &mut OwnedObjects, index: &mut Index, desired| {
-            let change = owned.change(index, &Owned::Apply(desired), Kind::Service, &key, |i| i.services().get(&key));
-            if let Some(Change::Apply(r)) = change {
-                index.apply(r);
-            }
-        };
-        apply(&mut owned, &mut index, service(&[("mine", "1")]));
+        apply(&mut owned, &mut index, Kind::Service, service(&[("mine", "1")]), Index::services);
         // Someone else adds a field (the manifests now hold the object); the loop tells the
         // record first, as it does for every outside change.
         let theirs = service(&[("mine", "1"), ("theirs", "x")]);
         owned.before_outside_change(&index, &Change::Apply(theirs.clone().into()));
         index.apply(theirs.into());
-        apply(&mut owned, &mut index, service(&[("other", "2")]));
+        apply(&mut owned, &mut index, Kind::Service, service(&[("other", "2")]), Index::services);
         let annotations = index.services().get(&key).and_then(|s| s.metadata.annotations.clone());
         let expected = [("other", "2"), ("theirs", "x")].map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(annotations, Some(BTreeMap::from(expected)));
