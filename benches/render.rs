@@ -1,7 +1,9 @@
 //! Render benchmarks (a plain harness: `cargo bench -p stunner-gateway --bench render`; under
 //! `cargo test` it runs a small smoke version).
 //!
-//! - full render of N combos (Gateway + UDPRoute + Service + EndpointSlice each);
+//! - full render of N combos (Gateway + UDPRoute + Service + EndpointSlice each), each Gateway's
+//!   output handed on as it is rendered and dropped (`render_each`, as the operator publishes in
+//!   cluster mode), and the same render kept whole (`render_all`, as tests and standalone mode);
 //! - the same on the fixture of upstream's `BenchmarkRenderPipeline` (N = 1 ... 512), for
 //!   scripts/bench-go to set beside upstream's own figures;
 //! - incremental: one EndpointSlice change among 5,000 Gateways renders only its Gateway.
@@ -18,7 +20,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use stunner_gateway::index::{Dirty, Index, Resource, decode_value};
-use stunner_gateway::render::{RenderSettings, render, render_all};
+use stunner_gateway::render::{RenderSettings, render, render_all, render_each};
 
 /// The system allocator, counting allocations (reallocations included: each may move).
 struct Counting;
@@ -205,11 +207,17 @@ fn main() {
         let allocated = allocations(|| drop(black_box(render_all(&index, &settings, &now))));
         let per_gateway = allocated as f64 / n as f64;
         assert!(n < 8 || per_gateway <= ALLOCATIONS_PER_GATEWAY, "{per_gateway} allocations per Gateway at N = {n}");
-        let t = measure(|| drop(black_box(render_all(&index, &settings, &now))));
+        let streamed = measure(|| {
+            let everything = index.everything();
+            black_box(render_each(&index, &everything, &settings, &now, &mut |_, gw| drop(black_box(gw))));
+        });
+        let kept = measure(|| drop(black_box(render_all(&index, &settings, &now))));
+        let micros = |t: Duration| t.as_secs_f64() * 1e6 / n as f64;
         println!(
-            "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway, {:.1} allocations/gateway)",
-            t.as_secs_f64() * 1e3,
-            t.as_secs_f64() * 1e6 / n as f64,
+            "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway handed on; kept whole: {:.1} µs/gateway; {:.1} allocations/gateway)",
+            streamed.as_secs_f64() * 1e3,
+            micros(streamed),
+            micros(kept),
             per_gateway
         );
     }

@@ -40,18 +40,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What to do with an object the operator owns.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Owned<T> {
     /// Create or update it to this desired state.
     Apply(T),
     /// Delete it (if it exists).
     Delete,
     /// Leave it alone.
+    #[default]
     Keep,
 }
 
-/// The outcome for one Gateway.
-#[derive(Debug, Clone, PartialEq)]
+/// The outcome for one Gateway; the default leaves everything as it is.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct GatewayOutput {
     /// The CDS config (id `<ns>/<name>`): publish, or delete; `Keep` in legacy mode.
     pub config: Owned<StunnerConfig>,
@@ -63,12 +64,14 @@ pub struct GatewayOutput {
     /// Whether a same-named DaemonSet (left from another dataplane kind) must be gone: with
     /// every Deployment upsert.
     pub delete_daemon_set: bool,
+    /// Set when the Gateway is withdrawn for a fault in its class's GatewayConfig.
+    pub invalid_config: Option<InvalidConfig>,
 }
 
 impl GatewayOutput {
     /// Only a CDS config decision; every object and the status left as they are.
     fn gone(config: Owned<StunnerConfig>) -> Self {
-        GatewayOutput { config, status: None, service: Owned::Keep, deployment: Owned::Keep, delete_daemon_set: false }
+        GatewayOutput { config, ..Default::default() }
     }
 
     /// A Gateway that was deleted or is no longer ours: `config` for its CDS config, and the
@@ -100,6 +103,7 @@ fn delete_if_ours<T>(meta: Option<&ObjectMeta>, settings: &RenderSettings) -> Ow
 /// Everything one render produced, keyed and sorted.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RenderOutput {
+    /// Empty from [`render_each`], which hands each Gateway on as it is rendered.
     pub gateways: BTreeMap<ObjectKey, GatewayOutput>,
     /// Legacy mode: the `stunnerd-config` ConfigMap of each GatewayConfig.
     pub config_maps: BTreeMap<ObjectKey, Owned<ConfigMap>>,
@@ -107,8 +111,6 @@ pub struct RenderOutput {
     pub routes: BTreeMap<ObjRef, UdpRouteStatus>,
     /// New statuses of GatewayClasses, by name.
     pub classes: BTreeMap<String, GatewayClassStatus>,
-    /// The rendered Gateways withdrawn for a fault in their class's GatewayConfig, by Gateway.
-    pub invalid_configs: BTreeMap<ObjectKey, InvalidConfig>,
 }
 
 /// A fault in a GatewayConfig that withdraws every Gateway of its class (as upstream): which
@@ -147,6 +149,23 @@ pub fn finalize(index: &Index, settings: &RenderSettings, now: &Time) -> RenderO
 /// Renders the dirty Gateways, routes and classes (and the routes and classes of the dirty
 /// Gateways).
 pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Time) -> RenderOutput {
+    let mut gateways = Vec::with_capacity(dirty.gateways.len());
+    let mut out = render_each(index, dirty, settings, now, &mut |key, gateway| gateways.push((key, gateway)));
+    out.gateways = gateways.into_iter().collect();
+    out
+}
+
+/// Renders as [`render`] does, but hands each Gateway's outcome to `each` as soon as it is
+/// rendered (managed mode: in key order; legacy mode: class by class) instead of keeping it;
+/// the output returned holds the rest. A large render's working set is then one Gateway's
+/// output, not all of them: written and read while it is still in the caches.
+pub fn render_each(
+    index: &Index,
+    dirty: &Dirty,
+    settings: &RenderSettings,
+    now: &Time,
+    each: &mut dyn FnMut(ObjectKey, GatewayOutput),
+) -> RenderOutput {
     let mut out = RenderOutput::default();
     // What else to render, borrowed from `dirty` and the index: owned copies are made only of
     // the keys that end up in the output.
@@ -154,46 +173,49 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
     let mut routes: BTreeSet<ObjRefView<'_>> = dirty.routes.iter().map(ObjRef::view).collect();
     let mut class_errors = BTreeMap::new();
     let mut cluster_errors = ClusterErrors::new();
+    // Legacy mode renders by class: the dirty classes and those of the dirty Gateways.
+    let legacy_classes: BTreeSet<&str> = match settings.dataplane_mode {
+        DataplaneMode::Managed => BTreeSet::new(),
+        DataplaneMode::Legacy => (dirty.gateways.iter())
+            .filter_map(|k| Some(index.gateways().get(k)?.spec.gateway_class_name.as_str()))
+            .chain(classes.iter().copied())
+            .collect(),
+    };
+    // Every rendered Gateway's routes and class are rendered too.
+    let mut hand_on = |key: ObjectKey, gateway: GatewayOutput| {
+        let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, &key));
+        routes.extend(referrers.filter(|r| attach::is_route(r.kind)).map(ObjRef::view));
+        if let Some(gw) = index.gateways().get(&key) {
+            classes.insert(&gw.spec.gateway_class_name);
+        }
+        each(key, gateway);
+    };
     match settings.dataplane_mode {
         DataplaneMode::Managed => {
-            // Collected, not inserted one by one: the keys come sorted.
-            out.gateways = (dirty.gateways.iter())
-                .map(|key| {
-                    let gateway =
-                        managed_gateway(index, key, settings, now, &mut out.invalid_configs, &mut cluster_errors);
-                    (key.clone(), gateway)
-                })
-                .collect();
+            for key in &dirty.gateways {
+                hand_on(key.clone(), managed_gateway(index, key, settings, now, &mut cluster_errors));
+            }
         }
         DataplaneMode::Legacy => {
-            let of_gateways = dirty.gateways.iter().filter_map(|k| index.gateways().get(k));
-            let names: BTreeSet<&str> =
-                of_gateways.map(|gw| gw.spec.gateway_class_name.as_str()).chain(classes.iter().copied()).collect();
-            for name in names {
+            let mut rendered_keys = BTreeSet::new();
+            for name in legacy_classes {
                 let rendered = legacy::render_class(index, name, settings, now, &mut cluster_errors);
                 let class = index.gateway_classes().lookup(KeyView::cluster(name));
-                if let Some(invalid) = class.zip(rendered.error.as_ref()).and_then(|(c, e)| InvalidConfig::of(c, e)) {
-                    out.invalid_configs.extend(rendered.gateways.keys().map(|k| (k.clone(), invalid.clone())));
+                let invalid = class.zip(rendered.error.as_ref()).and_then(|(c, e)| InvalidConfig::of(c, e));
+                for (key, mut gateway) in rendered.gateways {
+                    gateway.invalid_config.clone_from(&invalid);
+                    rendered_keys.insert(key.clone());
+                    hand_on(key, gateway);
                 }
-                out.gateways.extend(rendered.gateways);
                 out.config_maps.extend(rendered.config_map);
                 if let Some(e) = rendered.error {
                     class_errors.insert(name, e);
                 }
             }
             // Dirty Gateways no class rendered (deleted ones) only lose nothing: no CDS config.
-            for key in &dirty.gateways {
-                out.gateways
-                    .entry(key.clone())
-                    .or_insert_with(|| GatewayOutput::removed(index, key, Owned::Keep, settings));
+            for key in dirty.gateways.iter().filter(|k| !rendered_keys.contains(*k)) {
+                hand_on(key.clone(), GatewayOutput::removed(index, key, Owned::Keep, settings));
             }
-        }
-    }
-    for key in out.gateways.keys() {
-        let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, key));
-        routes.extend(referrers.filter(|r| attach::is_route(r.kind)).map(ObjRef::view));
-        if let Some(gw) = index.gateways().get(key) {
-            classes.insert(&gw.spec.gateway_class_name);
         }
     }
     out.routes = (routes.into_iter())
@@ -211,22 +233,20 @@ pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Tim
     out
 }
 
-/// Managed mode: one config, Service and Deployment per Gateway. A Gateway withdrawn for its
-/// GatewayConfig's fault is also listed in `invalid_configs`.
+/// Managed mode: one config, Service and Deployment per Gateway.
 fn managed_gateway<'a>(
     index: &'a Index,
     key: &ObjectKey,
     settings: &RenderSettings,
     now: &Time,
-    invalid_configs: &mut BTreeMap<ObjectKey, InvalidConfig>,
     cluster_errors: &mut ClusterErrors<'a>,
 ) -> GatewayOutput {
     let Some(gw) = index.gateways().get(key) else {
         return GatewayOutput::removed(index, key, Owned::Delete, settings);
     };
-    let mut withdrawn = |class: &GatewayClass, e: &RenderError| {
-        invalid_configs.extend(InvalidConfig::of(class, e).map(|c| (key.clone(), c)));
-        invalidated(gw, e, settings, now)
+    let withdrawn = |class: &GatewayClass, e: &RenderError| GatewayOutput {
+        invalid_config: InvalidConfig::of(class, e),
+        ..invalidated(gw, e, settings, now)
     };
     let ready = match class::resolve(index, &gw.spec.gateway_class_name, settings) {
         ClassState::NotOurs => return GatewayOutput::removed(index, key, Owned::Delete, settings),
@@ -269,6 +289,7 @@ fn managed_gateway<'a>(
         // As upstream: a same-named DaemonSet dataplane is replaced by the Deployment. The
         // writer sends the DELETE only for one the watchers have seen.
         delete_daemon_set,
+        invalid_config: None,
     }
 }
 
@@ -280,6 +301,7 @@ fn invalidated(gw: &Gateway, e: &RenderError, settings: &RenderSettings, now: &T
         service: Owned::Delete,
         deployment: Owned::Delete,
         delete_daemon_set: false,
+        invalid_config: None,
     }
 }
 

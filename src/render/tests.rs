@@ -412,15 +412,15 @@ fn an_invalid_gateway_config_withdraws_every_gateway_of_its_class_naming_the_fie
         let out = render_all(&index_of(&config(spec)), &RenderSettings::default(), &now());
         for gw in &gateways {
             assert_eq!(out.gateways[gw].config, Owned::Delete, "{spec}");
-            assert_eq!(out.invalid_configs.get(gw), Some(&invalid(field, message)), "{spec}");
+            assert_eq!(out.gateways[gw].invalid_config, Some(invalid(field, message)), "{spec}");
         }
         let settings = RenderSettings { dataplane_mode: DataplaneMode::Legacy, ..Default::default() };
         let legacy = render_all(&index_of(&config(spec)), &settings, &now());
         let expected = if field == "spec.dataplane" { None } else { Some(invalid(field, message)) };
-        assert_eq!(legacy.invalid_configs.get(&gateways[0]), expected.as_ref(), "legacy: {spec}");
+        assert_eq!(legacy.gateways[&gateways[0]].invalid_config, expected, "legacy: {spec}");
     }
     let out = render_all(&index_of(BASE), &RenderSettings::default(), &now());
-    assert!(out.invalid_configs.is_empty());
+    assert!(out.gateways.values().all(|gw| gw.invalid_config.is_none()));
 }
 
 /// With `--enforce-reference-grants`, removing the grant re-renders the route's Gateway
@@ -448,4 +448,31 @@ fn removing_a_reference_grant_revokes_the_backend() {
     assert_eq!(resolved(&out), ("False".to_string(), "RefNotPermitted".to_string()));
     let out = render_all(&index, &RenderSettings::default(), &now());
     assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.0.0.1", "10.0.0.9"], "not enforced: as upstream");
+}
+
+/// `render_each` hands every dirty Gateway on once, with what `render` would keep of it, and
+/// still renders the routes of those Gateways; it keeps no Gateway itself. In legacy mode a
+/// dirty class hands on all of its Gateways.
+#[test]
+fn render_each_hands_on_each_dirty_gateway_once_and_keeps_the_rest() {
+    let mut index = index_of(BASE);
+    index.apply(route(r#"[{name: svc}]"#));
+    let gw = ObjectKey::new("ns", "gw");
+    let dirty = Dirty { gateways: [gw.clone()].into(), ..Default::default() };
+    for mode in [DataplaneMode::Managed, DataplaneMode::Legacy] {
+        let settings = RenderSettings { dataplane_mode: mode, ..Default::default() };
+        let kept = render(&index, &dirty, &settings, &now());
+        let mut handed = Vec::new();
+        let rest = render_each(&index, &dirty, &settings, &now(), &mut |k, g| handed.push((k, g)));
+        assert!(rest.gateways.is_empty(), "{mode:?}");
+        let route = ObjRef::new(Kind::UdpRoute, ObjectKey::new("ns", "r"));
+        assert!(rest.routes.contains_key(&route), "{mode:?}: the Gateway's route is rendered");
+        assert_eq!(RenderOutput { gateways: handed.iter().cloned().collect(), ..rest }, kept, "{mode:?}");
+        let keys: Vec<_> = handed.into_iter().map(|(k, _)| k).collect();
+        match mode {
+            DataplaneMode::Managed => assert_eq!(keys, std::slice::from_ref(&gw)),
+            // The class of the dirty Gateway is rendered whole: both of its Gateways.
+            DataplaneMode::Legacy => assert_eq!(keys, [gw.clone(), ObjectKey::new("ns", "gw-2")]),
+        }
+    }
 }

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use stunner_gateway::index::{Kind, ObjectKey};
-use stunner_gateway::render::{Owned, RenderOutput};
+use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput};
 
 /// The kinds the operator writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -99,30 +99,37 @@ pub enum Op {
     Delete,
 }
 
-/// Every write `output` asks for, statuses first (as upstream orders them).
+/// Every write `output` asks for, in no particular order: the queue writes in [`Target`]
+/// order.
 pub fn ops_of(output: &RenderOutput) -> Vec<(Target, Op)> {
     let mut ops = Vec::new();
     for (name, status) in &output.classes {
         ops.push(status_op(WriteKind::GatewayClass, &ObjectKey::cluster(name.clone()), status));
     }
-    for (key, gw) in &output.gateways {
-        if let Some(status) = &gw.status {
-            ops.push(status_op(WriteKind::Gateway, key, status));
-        }
-    }
     for (r, status) in &output.routes {
         let kind = if r.kind == Kind::GatewayUdpRoute { WriteKind::GatewayUdpRoute } else { WriteKind::UdpRoute };
         ops.push(status_op(kind, &r.key, status));
     }
-    for (key, gw) in &output.gateways {
-        ops.extend(owned_op(WriteKind::Service, key, &gw.service));
-        ops.extend(owned_op(WriteKind::Deployment, key, &gw.deployment));
-        if gw.delete_daemon_set {
-            ops.push((spec_target(WriteKind::DaemonSet, key), Op::Delete));
-        }
-    }
     for (key, cm) in &output.config_maps {
         ops.extend(owned_op(WriteKind::ConfigMap, key, cm));
+    }
+    for (key, gw) in &output.gateways {
+        ops.extend(gateway_ops(key, gw));
+    }
+    ops
+}
+
+/// The writes one Gateway's outcome asks for: its status, Service, Deployment and the
+/// DaemonSet it replaces.
+pub fn gateway_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
+    let mut ops = Vec::new();
+    if let Some(status) = &gw.status {
+        ops.push(status_op(WriteKind::Gateway, key, status));
+    }
+    ops.extend(owned_op(WriteKind::Service, key, &gw.service));
+    ops.extend(owned_op(WriteKind::Deployment, key, &gw.deployment));
+    if gw.delete_daemon_set {
+        ops.push((spec_target(WriteKind::DaemonSet, key), Op::Delete));
     }
     ops
 }
@@ -162,10 +169,9 @@ fn owned_op<T: serde::Serialize>(kind: WriteKind, key: &ObjectKey, owned: &Owned
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Service;
-    use stunner_gateway::render::GatewayOutput;
 
     #[test]
-    fn a_render_output_becomes_status_applies_then_owned_objects() {
+    fn a_render_output_becomes_owned_object_and_status_writes() {
         let mut out = RenderOutput::default();
         let svc = Service {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
@@ -183,26 +189,28 @@ mod tests {
                 service: Owned::Apply(svc),
                 deployment: Owned::Delete,
                 delete_daemon_set: true,
+                invalid_config: None,
             },
         );
         out.classes.insert("stunner".into(), Default::default());
-        let ops = ops_of(&out);
+        let mut ops = ops_of(&out);
+        ops.sort_by(|(a, _), (b, _)| a.cmp(b));
         let kinds: Vec<_> = ops.iter().map(|(t, _)| (t.scope, t.kind)).collect();
         assert_eq!(
             kinds,
             [
-                (Scope::Status, WriteKind::GatewayClass),
-                (Scope::Status, WriteKind::Gateway),
                 (Scope::Spec, WriteKind::Service),
                 (Scope::Spec, WriteKind::Deployment),
                 (Scope::Spec, WriteKind::DaemonSet),
+                (Scope::Status, WriteKind::GatewayClass),
+                (Scope::Status, WriteKind::Gateway),
             ]
         );
-        let Op::Apply(class) = &ops[0].1 else { panic!() };
+        let Op::Apply(class) = &ops[3].1 else { panic!() };
         assert_eq!(class["apiVersion"], "gateway.networking.k8s.io/v1");
         assert_eq!(class["metadata"], json!({ "name": "stunner" }), "cluster-scoped: no namespace");
-        let Op::Apply(svc) = &ops[2].1 else { panic!() };
+        let Op::Apply(svc) = &ops[0].1 else { panic!() };
         assert_eq!((&svc["apiVersion"], &svc["kind"]), (&json!("v1"), &json!("Service")));
-        assert_eq!(ops[3].1, Op::Delete);
+        assert_eq!((&ops[1].1, &ops[2].1), (&Op::Delete, &Op::Delete));
     }
 }

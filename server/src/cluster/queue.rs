@@ -53,7 +53,7 @@ impl Queue {
         self.applied.get(target).is_some_and(|(written, _)| *written == digest(op))
     }
 
-    /// Takes every queued write, in target order (statuses first, then kinds in order).
+    /// Takes every queued write, in target order (objects before statuses, kinds in order).
     pub fn take(&mut self) -> BTreeMap<Target, Op> {
         std::mem::take(&mut self.pending)
     }

@@ -1,60 +1,108 @@
 //! Publication of a render's results: configs to the CDS store (or to wait for their
 //! Service), owned objects and statuses to the writer, statuses to the board.
+//!
+//! A [`Publisher`] borrows only the outputs and the service wait, apart from the index the
+//! render reads, so a Gateway's results are published while the render goes on to the next.
 
 use super::Reconciler;
-use super::service_wait::SERVICE_WAIT;
+use super::service_wait::{SERVICE_WAIT, ServiceWait};
+use crate::pipeline::Outputs;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
-use stunner_gateway::index::{Kind, ObjectKey};
+use stunner_gateway::index::{Index, Kind, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderOutput};
 
+/// Where a render's results go.
+pub(super) struct Publisher<'a> {
+    pub outputs: &'a Outputs,
+    /// Cluster mode: configs waiting for their Gateway's Service.
+    pub service_wait: Option<&'a mut ServiceWait>,
+    /// What the watchers saw: the writer skips writes already in place.
+    pub index: &'a Index,
+}
+
 impl Reconciler {
-    pub(super) fn publish(&mut self, mut output: RenderOutput) {
-        for (key, gw) in &mut output.gateways {
-            if let Some(status) = &gw.status {
-                let changed = self.show_status(Kind::Gateway, &key.namespace, &key.name, status);
-                // Said once per change, like the status line, but at WARN with what to fix.
-                if let Some(invalid) = output.invalid_configs.get(key).filter(|_| changed) {
-                    let InvalidConfig { config, field, message } = invalid;
-                    tracing::warn!(gateway = %key, gateway_config = %config, field, "invalid GatewayConfig {config}: {field}: {message}; the Gateway is withdrawn");
-                }
+    pub(super) fn publisher(&mut self) -> Publisher<'_> {
+        Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index }
+    }
+
+    /// Publishes the configs whose wait for their Service ran out, and writes the statuses
+    /// held with them.
+    pub(super) fn publish_expired(&mut self) {
+        let Some(wait) = &mut self.service_wait else { return };
+        for (key, config, status) in wait.expired() {
+            tracing::info!(gateway = %key, bound = ?SERVICE_WAIT, "the Gateway's Service did not come back in time");
+            upsert(&self.outputs, &key, config);
+            if let Some(writer) = &self.outputs.writer {
+                let status_only = GatewayOutput { status, ..GatewayOutput::default() };
+                writer.submit_gateway(&key, &status_only, &self.index);
             }
-            // The writer never reads configs: taken here, the rest goes to it below.
-            match std::mem::replace(&mut gw.config, Owned::Keep) {
-                Owned::Apply(config) => {
-                    let admitted = match &mut self.service_wait {
-                        Some(wait) => wait.admit(key, config, &gw.service, &self.index),
-                        None => Some(config),
-                    };
-                    match admitted {
-                        Some(config) => self.upsert(key, config),
-                        None => {
-                            tracing::debug!(gateway = %key, "config waits for the Gateway's Service");
-                            // And so does its status, not to be written twice (see service_wait).
-                            if let (Some(wait), Some(status)) = (&mut self.service_wait, gw.status.take()) {
-                                gw.status = wait.hold_status(key, status);
-                            }
+        }
+    }
+}
+
+impl Publisher<'_> {
+    /// Every Gateway's results, then the rest.
+    pub fn all(&mut self, output: RenderOutput) {
+        let RenderOutput { gateways, config_maps, routes, classes } = output;
+        for (key, gw) in gateways {
+            self.gateway(key, gw);
+        }
+        self.rest(RenderOutput { gateways: Default::default(), config_maps, routes, classes });
+    }
+
+    /// One Gateway's results.
+    pub fn gateway(&mut self, key: ObjectKey, mut gw: GatewayOutput) {
+        if let Some(status) = &gw.status {
+            let changed = self.show_status(Kind::Gateway, &key.namespace, &key.name, status);
+            // Said once per change, like the status line, but at WARN with what to fix.
+            if let Some(invalid) = gw.invalid_config.as_ref().filter(|_| changed) {
+                let InvalidConfig { config, field, message } = invalid;
+                tracing::warn!(gateway = %key, gateway_config = %config, field, "invalid GatewayConfig {config}: {field}: {message}; the Gateway is withdrawn");
+            }
+        }
+        // The writer never reads configs: taken here, the rest goes to it below.
+        match std::mem::replace(&mut gw.config, Owned::Keep) {
+            Owned::Apply(config) => {
+                let admitted = match &mut self.service_wait {
+                    Some(wait) => wait.admit(&key, config, &gw.service, self.index),
+                    None => Some(config),
+                };
+                match admitted {
+                    Some(config) => upsert(self.outputs, &key, config),
+                    None => {
+                        tracing::debug!(gateway = %key, "config waits for the Gateway's Service");
+                        // And so does its status, not to be written twice (see service_wait).
+                        if let (Some(wait), Some(status)) = (&mut self.service_wait, gw.status.take()) {
+                            gw.status = wait.hold_status(&key, status);
                         }
                     }
                 }
-                Owned::Delete => {
-                    if let Some(wait) = &mut self.service_wait {
-                        wait.forget(key);
-                    }
-                    // The id the store filed the config under: parsed from its `admin.name`,
-                    // the key as text. Built from the key's parts instead, a namespace holding
-                    // a `/` (no API server allows one) named an id that was never stored, and
-                    // the config was never withdrawn.
-                    let id = ConfigId::parse(&key.to_string());
-                    if id.is_some_and(|id| self.outputs.store.delete(&id)) {
-                        tracing::info!(gateway = %key, "config deleted");
-                    }
-                }
-                Owned::Keep => {}
             }
+            Owned::Delete => {
+                if let Some(wait) = &mut self.service_wait {
+                    wait.forget(&key);
+                }
+                // The id the store filed the config under: parsed from its `admin.name`,
+                // the key as text. Built from the key's parts instead, a namespace holding
+                // a `/` (no API server allows one) named an id that was never stored, and
+                // the config was never withdrawn.
+                let id = ConfigId::parse(&key.to_string());
+                if id.is_some_and(|id| self.outputs.store.delete(&id)) {
+                    tracing::info!(gateway = %key, "config deleted");
+                }
+            }
+            Owned::Keep => {}
         }
         if let Some(writer) = &self.outputs.writer {
-            writer.submit(&output, &self.index);
+            writer.submit_gateway(&key, &gw, self.index);
+        }
+    }
+
+    /// What a render produced besides its Gateways: route and class statuses, ConfigMaps.
+    pub fn rest(&mut self, output: RenderOutput) {
+        if let Some(writer) = &self.outputs.writer {
+            writer.submit(&output, self.index);
         }
         for (r, status) in output.routes {
             self.show_status(r.kind, &r.key.namespace, &r.key.name, &status);
@@ -63,34 +111,10 @@ impl Reconciler {
             self.show_status(Kind::GatewayClass, "", &name, &status);
         }
     }
+}
 
-    fn upsert(&self, key: &ObjectKey, config: StunnerConfig) {
-        if let Some(version) = self.outputs.store.upsert(config) {
-            tracing::info!(gateway = %key, %version, "config updated");
-        }
-    }
-
-    /// Publishes the configs whose wait for their Service ran out, and writes the statuses
-    /// held with them.
-    pub(super) fn publish_expired(&mut self) {
-        let Some(wait) = &mut self.service_wait else { return };
-        let mut held = RenderOutput::default();
-        for (key, config, status) in wait.expired() {
-            tracing::info!(gateway = %key, bound = ?SERVICE_WAIT, "the Gateway's Service did not come back in time");
-            self.upsert(&key, config);
-            let status_only = GatewayOutput {
-                config: Owned::Keep,
-                status,
-                service: Owned::Keep,
-                deployment: Owned::Keep,
-                delete_daemon_set: false,
-            };
-            held.gateways.insert(key, status_only);
-        }
-        if let Some(writer) = &self.outputs.writer
-            && !held.gateways.is_empty()
-        {
-            writer.submit(&held, &self.index);
-        }
+fn upsert(outputs: &Outputs, key: &ObjectKey, config: StunnerConfig) {
+    if let Some(version) = outputs.store.upsert(config) {
+        tracing::info!(gateway = %key, %version, "config updated");
     }
 }

@@ -1,21 +1,58 @@
-//! The render pass: renders what is dirty, again while the operator's own objects coming back
-//! make more of it dirty (standalone mode), and publishes only the settled result.
+//! The render pass. In cluster mode each Gateway's results are published as soon as it is
+//! rendered (the operator's own objects come back through the watchers, as later changes). In
+//! standalone mode the render runs again while the operator's own objects, applied to the index,
+//! make more of it dirty, and only the settled result is published.
 
 use super::Reconciler;
+use super::publish::Publisher;
 use crate::metrics::unix_now;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use stunner_gateway::index::Dirty;
-use stunner_gateway::render::{RenderOutput, render};
+use stunner_gateway::render::{RenderOutput, render, render_each};
 
 /// Renders caused by the operator's own objects coming back, per window: they settle in one
 /// pass; the bound only guards against a render that never reaches a fixed point.
 const MAX_PASSES: usize = 3;
+
+/// A render pass under way: when it started, and the `now` of its condition timestamps.
+struct Pass {
+    started: std::time::Instant,
+    now: Time,
+}
 
 impl Reconciler {
     pub(super) fn render_dirty(&mut self) {
         if !self.synced {
             return;
         }
+        if self.outputs.apply_owned_to_index {
+            self.render_settled()
+        } else {
+            self.render_streamed()
+        }
+        self.publish_expired();
+        self.outputs.readiness.set_ready();
+    }
+
+    /// One pass, handing each Gateway's results on as it goes: a large render never holds
+    /// every Gateway's output at once.
+    fn render_streamed(&mut self) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        let pass = self.begin_pass();
+        let mut publisher =
+            Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
+        let rest =
+            render_each(&self.index, &dirty, &self.settings, &pass.now, &mut |key, gw| publisher.gateway(key, gw));
+        publisher.rest(rest);
+        self.end_pass(pass, &dirty);
+    }
+
+    /// Passes until the operator's own objects stop making anything dirty; publishes the last
+    /// result of each object.
+    fn render_settled(&mut self) {
         // Only the last pass's result counts for what it rendered again: earlier ones are
         // never published (standalone mode's own objects settle in the later passes).
         let mut settled = RenderOutput::default();
@@ -30,36 +67,35 @@ impl Reconciler {
             for key in &dirty.gateways {
                 settled.gateways.remove(key);
             }
-            let output = self.render_pass(&dirty);
-            if self.outputs.apply_owned_to_index {
-                let dirty = self.owned.apply(&mut self.index, &output);
-                self.dirty.merge(dirty);
-            }
+            let pass = self.begin_pass();
+            let output = render(&self.index, &dirty, &self.settings, &pass.now);
+            self.end_pass(pass, &dirty);
+            let dirty = self.owned.apply(&mut self.index, &output);
+            self.dirty.merge(dirty);
             supersede(&mut settled, output);
         }
-        self.publish(settled);
-        self.publish_expired();
-        self.outputs.readiness.set_ready();
+        self.publisher().all(settled);
     }
 
-    fn render_pass(&mut self, dirty: &Dirty) -> RenderOutput {
+    fn begin_pass(&mut self) -> Pass {
         let metrics = &self.outputs.metrics;
         self.generation += 1;
         metrics.generation.set(self.generation);
         metrics.renderer_loop_last_active.set(unix_now());
-        let started = std::time::Instant::now();
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let output = render(&self.index, dirty, &self.settings, &now);
+        Pass { started: std::time::Instant::now(), now: Time(k8s_openapi::jiff::Timestamp::now()) }
+    }
+
+    fn end_pass(&self, pass: Pass, dirty: &Dirty) {
+        let metrics = &self.outputs.metrics;
         metrics.render.inc();
-        metrics.render_time.observe(started.elapsed().as_secs_f64());
+        metrics.render_time.observe(pass.started.elapsed().as_secs_f64());
         metrics.generation_last_acked.set(self.generation);
         tracing::debug!(
             generation = self.generation,
             gateways = dirty.gateways.len(),
-            elapsed = ?started.elapsed(),
+            elapsed = ?pass.started.elapsed(),
             "rendered"
         );
-        output
     }
 }
 
@@ -69,5 +105,4 @@ fn supersede(settled: &mut RenderOutput, later: RenderOutput) {
     settled.config_maps.extend(later.config_maps);
     settled.routes.extend(later.routes);
     settled.classes.extend(later.classes);
-    settled.invalid_configs.extend(later.invalid_configs);
 }

@@ -2,10 +2,11 @@
 //! forgotten with their object.
 
 use super::Reconciler;
+use super::publish::Publisher;
 use stunner_gateway::cds::{Condition, ObjectStatus};
 use stunner_gateway::index::{Kind, ObjRef};
 
-impl Reconciler {
+impl Publisher<'_> {
     /// Records a status for people to read, and logs it when it changed; returns whether it did.
     pub(super) fn show_status(&self, kind: Kind, namespace: &str, name: &str, status: &impl serde::Serialize) -> bool {
         let api = kind.api();
@@ -24,7 +25,9 @@ impl Reconciler {
         }
         changed
     }
+}
 
+impl Reconciler {
     pub(super) fn forget_status(&self, r: &ObjRef) {
         if matches!(r.kind, Kind::Gateway | Kind::GatewayClass | Kind::UdpRoute | Kind::GatewayUdpRoute) {
             let api = r.kind.api();
