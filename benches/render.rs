@@ -10,7 +10,7 @@
 //!
 //! Each full render also reports its heap allocations per Gateway (a counting global allocator:
 //! a figure the machine's load does not change). `--profile N RUNS` builds only the index of N
-//! combos and renders it RUNS times: run under `perf stat -e instructions:u` with two values of
+//! combos and renders it RUNS times (handing each Gateway on): run under `perf stat -e instructions:u` with two values of
 //! RUNS, the difference over the extra runs is the render's instruction count.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -192,12 +192,19 @@ fn main() {
         let arg = |j: usize| args.get(i + j).and_then(|a| a.parse().ok()).expect("usage: --profile N RUNS");
         let (n, runs): (usize, usize) = (arg(1), arg(2));
         let index = index(n);
+        let started = Instant::now();
         let allocated = allocations(|| {
             for _ in 0..runs {
-                drop(black_box(render_all(&index, &settings, &now)));
+                let everything = index.everything();
+                black_box(render_each(&index, &everything, &settings, &now, &mut |_, gw| drop(black_box(gw))));
             }
         });
-        println!("{n} combos, {runs} renders: {:.1} allocations/gateway", allocated as f64 / (n * runs.max(1)) as f64);
+        let rendered = (n * runs.max(1)) as f64;
+        println!(
+            "{n} combos, {runs} renders: {:.1} µs/gateway, {:.1} allocations/gateway",
+            started.elapsed().as_secs_f64() * 1e6 / rendered,
+            allocated as f64 / rendered
+        );
         return;
     }
     let full = args.iter().any(|a| a == "--bench");

@@ -73,7 +73,7 @@ impl Index {
             routes: routes(Kind::UdpRoute, self.udp_routes())
                 .chain(routes(Kind::GatewayUdpRoute, self.gateway_udp_routes()))
                 .collect(),
-            classes: self.gateway_classes().keys().map(|k| k.name.clone()).collect(),
+            classes: self.gateway_classes().keys().map(|k| k.name.to_string()).collect(),
         }
     }
 

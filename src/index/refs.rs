@@ -114,7 +114,7 @@ impl Index {
         let referrers = |kind| self.referrers(r.view(), kind).cloned().collect::<Vec<_>>();
         match r.kind {
             Kind::GatewayClass => {
-                dirty.classes.insert(r.key.name.clone());
+                dirty.classes.insert(r.key.name.to_string());
                 referrers(Kind::Gateway).into_iter().for_each(|gw| self.mark_gateway(&gw, dirty));
             }
             Kind::GatewayConfig => referrers(Kind::GatewayClass)

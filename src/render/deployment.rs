@@ -132,8 +132,8 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
     };
     Deployment {
         metadata: ObjectMeta {
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.to_string()),
+            namespace: Some(key.namespace.to_string()),
             labels: Some(labels),
             annotations: Some(annotations),
             owner_references: Some(vec![gateway_owner(gw)]),

@@ -30,8 +30,8 @@ fn config_map(ready: &ReadyClass<'_>, content: String) -> (ObjectKey, Owned<Conf
     let class_key = ObjectKey::cluster(ready.class.metadata.name.clone().unwrap_or_default());
     let cm = ConfigMap {
         metadata: ObjectMeta {
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.to_string()),
+            namespace: Some(key.namespace.to_string()),
             labels: Some(BTreeMap::from([(OWNED_BY_LABEL.into(), OWNED_BY_VALUE.into())])),
             annotations: Some(BTreeMap::from([(RELATED_GATEWAY_NAME.into(), class_key.to_string())])),
             owner_references: Some(vec![gateway_config_owner(ready.config)]),

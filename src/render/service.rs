@@ -160,18 +160,18 @@ pub fn render(
     let lb_ip = address.filter(|a| a.r#type.as_deref().is_none_or(|t| t == "IPAddress")).and_then(|a| a.value.clone());
     let mut selector = BTreeMap::from([(APP_LABEL.to_string(), APP_VALUE.to_string())]);
     if settings.dataplane_mode == DataplaneMode::Managed {
-        selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.clone());
-        selector.insert(RELATED_GATEWAY_NAME.into(), key.name.clone());
+        selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.to_string());
+        selector.insert(RELATED_GATEWAY_NAME.into(), key.name.to_string());
     }
     let labels = BTreeMap::from([
         (OWNED_BY_LABEL.to_string(), OWNED_BY_VALUE.to_string()),
-        (RELATED_GATEWAY_NAMESPACE.to_string(), key.namespace.clone()),
-        (RELATED_GATEWAY_NAME.to_string(), key.name.clone()),
+        (RELATED_GATEWAY_NAMESPACE.to_string(), key.namespace.to_string()),
+        (RELATED_GATEWAY_NAME.to_string(), key.name.to_string()),
     ]);
     let service = Service {
         metadata: ObjectMeta {
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.to_string()),
+            namespace: Some(key.namespace.to_string()),
             labels: Some(labels),
             annotations: Some(requested),
             owner_references: Some(vec![gateway_owner(gw)]),

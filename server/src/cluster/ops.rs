@@ -141,9 +141,9 @@ fn spec_target(kind: WriteKind, key: &ObjectKey) -> Target {
 /// The apply configuration of a status: identity and the whole status, nothing else, so the
 /// operator's field manager owns the status fields and no spec field.
 fn status_op(kind: WriteKind, key: &ObjectKey, status: &impl serde::Serialize) -> (Target, Op) {
-    let mut metadata = json!({ "name": key.name });
+    let mut metadata = json!({ "name": key.name.as_str() });
     if !key.namespace.is_empty() {
-        metadata["namespace"] = key.namespace.clone().into();
+        metadata["namespace"] = key.namespace.as_str().into();
     }
     let api = kind.api();
     let body = json!({

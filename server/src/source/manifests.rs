@@ -138,7 +138,7 @@ mod tests {
     const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ";
 
     fn names(set: &ManifestSet) -> Vec<String> {
-        set.entries().map(|(_, e)| e.object.key.name.clone()).collect()
+        set.entries().map(|(_, e)| e.object.key.name.to_string()).collect()
     }
 
     #[test]
