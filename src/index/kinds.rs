@@ -19,6 +19,7 @@ use super::controller::Controller;
 use super::endpoint_addresses::EndpointAddresses;
 use super::error::DecodeError;
 use super::key::ObjectKey;
+use super::referrers::Referrers;
 use super::store::Store;
 use crate::resources::{
     Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
@@ -31,7 +32,7 @@ use kube::core::ApiResource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 /// One object of the index: its kind and key.
@@ -56,7 +57,7 @@ pub struct Index {
     /// What each object refers to (see `refs::forward_refs`).
     pub(super) forward: BTreeMap<ObjRef, Vec<ObjRef>>,
     /// The reverse of `forward`: who refers to an object (which may not exist).
-    pub(super) reverse: BTreeMap<ObjRef, BTreeSet<ObjRef>>,
+    pub(super) reverse: BTreeMap<ObjRef, Referrers<ObjRef>>,
 }
 
 impl Resource {

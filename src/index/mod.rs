@@ -16,6 +16,7 @@ mod grants;
 mod key;
 mod kinds;
 mod lookup;
+mod referrers;
 mod refs;
 mod store;
 
