@@ -37,7 +37,7 @@ use gateway_api::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// What to do with an object the operator owns.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -103,7 +103,6 @@ fn delete_if_ours<T>(meta: Option<&ObjectMeta>, settings: &RenderSettings) -> Ow
 /// Everything one render produced, keyed and sorted.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RenderOutput {
-    /// Empty from [`render_each`], which hands each Gateway on as it is rendered.
     pub gateways: BTreeMap<ObjectKey, GatewayOutput>,
     /// Legacy mode: the `stunnerd-config` ConfigMap of each GatewayConfig.
     pub config_maps: BTreeMap<ObjectKey, Owned<ConfigMap>>,
@@ -111,6 +110,33 @@ pub struct RenderOutput {
     pub routes: BTreeMap<ObjRef, UdpRouteStatus>,
     /// New statuses of GatewayClasses, by name.
     pub classes: BTreeMap<String, GatewayClassStatus>,
+}
+
+/// Where [`render_each`] hands each result as soon as it is rendered.
+pub trait RenderSink {
+    fn gateway(&mut self, key: ObjectKey, output: GatewayOutput);
+    fn route(&mut self, route: ObjRef, status: UdpRouteStatus);
+    fn class(&mut self, name: String, status: GatewayClassStatus);
+    fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>);
+}
+
+/// Keeps every result.
+impl RenderSink for RenderOutput {
+    fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
+        self.gateways.insert(key, output);
+    }
+
+    fn route(&mut self, route: ObjRef, status: UdpRouteStatus) {
+        self.routes.insert(route, status);
+    }
+
+    fn class(&mut self, name: String, status: GatewayClassStatus) {
+        self.classes.insert(name, status);
+    }
+
+    fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
+        self.config_maps.insert(key, config_map);
+    }
 }
 
 /// A fault in a GatewayConfig that withdraws every Gateway of its class (as upstream): which
@@ -149,88 +175,110 @@ pub fn finalize(index: &Index, settings: &RenderSettings, now: &Time) -> RenderO
 /// Renders the dirty Gateways, routes and classes (and the routes and classes of the dirty
 /// Gateways).
 pub fn render(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Time) -> RenderOutput {
-    let mut gateways = Vec::with_capacity(dirty.gateways.len());
-    let mut out = render_each(index, dirty, settings, now, &mut |key, gateway| gateways.push((key, gateway)));
-    out.gateways = gateways.into_iter().collect();
+    let mut out = RenderOutput::default();
+    render_each(index, dirty, settings, now, &mut out);
     out
 }
 
-/// Renders as [`render`] does, but hands each Gateway's outcome to `each` as soon as it is
-/// rendered (managed mode: in key order; legacy mode: class by class) instead of keeping it;
-/// the output returned holds the rest. A large render's working set is then one Gateway's
-/// output, not all of them: written and read while it is still in the caches.
-pub fn render_each(
-    index: &Index,
-    dirty: &Dirty,
-    settings: &RenderSettings,
-    now: &Time,
-    each: &mut dyn FnMut(ObjectKey, GatewayOutput),
-) -> RenderOutput {
-    let mut out = RenderOutput::default();
-    // What else to render, borrowed from `dirty` and the index: owned copies are made only of
-    // the keys that end up in the output.
-    let mut classes: BTreeSet<&str> = dirty.classes.iter().map(String::as_str).collect();
-    let mut routes: BTreeSet<ObjRefView<'_>> = dirty.routes.iter().map(ObjRef::view).collect();
+/// Renders as [`render`] does, but hands each result to `sink` as soon as it is rendered
+/// instead of keeping it: each Gateway (managed mode: in key order; legacy mode: class by
+/// class), then the status of each of its routes not handed on yet, then the dirty routes
+/// left, then the classes. A large render's working set is then one Gateway's results, not
+/// all of them: written and read while they are still in the caches.
+pub fn render_each(index: &Index, dirty: &Dirty, settings: &RenderSettings, now: &Time, sink: &mut dyn RenderSink) {
+    // The dirty classes, and those of the dirty Gateways.
+    let of_gateways =
+        dirty.gateways.iter().filter_map(|k| Some(index.gateways().get(k)?.spec.gateway_class_name.as_str()));
+    let classes: BTreeSet<&str> = dirty.classes.iter().map(String::as_str).chain(of_gateways).collect();
+    let mut rendering = Rendering {
+        index,
+        settings,
+        now,
+        sink,
+        // Most renders reach every dirty route: sized once, the set never rehashes.
+        routes_done: HashSet::with_capacity(dirty.routes.len()),
+        cluster_errors: ClusterErrors::new(),
+    };
     let mut class_errors = BTreeMap::new();
-    let mut cluster_errors = ClusterErrors::new();
-    // Legacy mode renders by class: the dirty classes and those of the dirty Gateways.
-    let legacy_classes: BTreeSet<&str> = match settings.dataplane_mode {
-        DataplaneMode::Managed => BTreeSet::new(),
-        DataplaneMode::Legacy => (dirty.gateways.iter())
-            .filter_map(|k| Some(index.gateways().get(k)?.spec.gateway_class_name.as_str()))
-            .chain(classes.iter().copied())
-            .collect(),
-    };
-    // Every rendered Gateway's routes and class are rendered too.
-    let mut hand_on = |key: ObjectKey, gateway: GatewayOutput| {
-        let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, &key));
-        routes.extend(referrers.filter(|r| attach::is_route(r.kind)).map(ObjRef::view));
-        if let Some(gw) = index.gateways().get(&key) {
-            classes.insert(&gw.spec.gateway_class_name);
-        }
-        each(key, gateway);
-    };
     match settings.dataplane_mode {
         DataplaneMode::Managed => {
             for key in &dirty.gateways {
-                hand_on(key.clone(), managed_gateway(index, key, settings, now, &mut cluster_errors));
+                let output = managed_gateway(index, key, settings, now, &mut rendering.cluster_errors);
+                rendering.gateway(key.clone(), output);
             }
         }
         DataplaneMode::Legacy => {
             let mut rendered_keys = BTreeSet::new();
-            for name in legacy_classes {
-                let rendered = legacy::render_class(index, name, settings, now, &mut cluster_errors);
+            for &name in &classes {
+                let rendered = legacy::render_class(index, name, settings, now, &mut rendering.cluster_errors);
                 let class = index.gateway_classes().lookup(KeyView::cluster(name));
                 let invalid = class.zip(rendered.error.as_ref()).and_then(|(c, e)| InvalidConfig::of(c, e));
                 for (key, mut gateway) in rendered.gateways {
                     gateway.invalid_config.clone_from(&invalid);
                     rendered_keys.insert(key.clone());
-                    hand_on(key, gateway);
+                    rendering.gateway(key, gateway);
                 }
-                out.config_maps.extend(rendered.config_map);
+                if let Some((key, config_map)) = rendered.config_map {
+                    rendering.sink.config_map(key, config_map);
+                }
                 if let Some(e) = rendered.error {
                     class_errors.insert(name, e);
                 }
             }
             // Dirty Gateways no class rendered (deleted ones) only lose nothing: no CDS config.
             for key in dirty.gateways.iter().filter(|k| !rendered_keys.contains(*k)) {
-                hand_on(key.clone(), GatewayOutput::removed(index, key, Owned::Keep, settings));
+                rendering.gateway(key.clone(), GatewayOutput::removed(index, key, Owned::Keep, settings));
             }
         }
     }
-    out.routes = (routes.into_iter())
-        .filter_map(|r| Some((r.to_owned(), route_status(index, r, settings, now, &mut cluster_errors)?)))
-        .collect();
+    for r in &dirty.routes {
+        rendering.route(r.view());
+    }
     for name in classes {
         let state = match (class::resolve(index, name, settings), class_errors.remove(name)) {
             (ClassState::Ready(c), Some(e)) => ClassState::Invalid(c.class, e),
             (state, _) => state,
         };
         if let Some(status) = class::status(&state, settings, now) {
-            out.classes.insert(name.to_owned(), status);
+            rendering.sink.class(name.to_owned(), status);
         }
     }
-    out
+}
+
+/// A render under way: where its results go, and what it has done so far.
+struct Rendering<'a, 's> {
+    index: &'a Index,
+    settings: &'a RenderSettings,
+    now: &'a Time,
+    sink: &'s mut dyn RenderSink,
+    /// The routes whose status was rendered (a route with several parents is rendered once).
+    /// Hashed: a B-tree of every route would compare keys borrowed from all over the index.
+    routes_done: HashSet<ObjRefView<'a>>,
+    /// The backend errors of the clusters rendered whose route status is still to come.
+    cluster_errors: ClusterErrors<'a>,
+}
+
+impl<'a> Rendering<'a, '_> {
+    /// Hands on a Gateway's results, then its routes' statuses (which its render decided).
+    fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
+        let index = self.index;
+        let routes = index.all_referrers(ObjRefView::new(Kind::Gateway, &key)).filter(|r| attach::is_route(r.kind));
+        let routes: Vec<ObjRefView<'a>> = routes.map(ObjRef::view).collect();
+        self.sink.gateway(key, output);
+        for r in routes {
+            self.route(r);
+        }
+    }
+
+    /// Hands on a route's status, if it is ours to report and was not handed on yet.
+    fn route(&mut self, r: ObjRefView<'a>) {
+        if !self.routes_done.insert(r) {
+            return;
+        }
+        if let Some(status) = route_status(self.index, r, self.settings, self.now, &mut self.cluster_errors) {
+            self.sink.route(r.to_owned(), status);
+        }
+    }
 }
 
 /// Managed mode: one config, Service and Deployment per Gateway.

@@ -450,9 +450,36 @@ fn removing_a_reference_grant_revokes_the_backend() {
     assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.0.0.1", "10.0.0.9"], "not enforced: as upstream");
 }
 
-/// `render_each` hands every dirty Gateway on once, with what `render` would keep of it, and
-/// still renders the routes of those Gateways; it keeps no Gateway itself. In legacy mode a
-/// dirty class hands on all of its Gateways.
+/// A sink that keeps what it is handed, and in which order, refusing anything handed twice.
+#[derive(Default)]
+struct Handed {
+    output: RenderOutput,
+    order: Vec<String>,
+}
+
+impl RenderSink for Handed {
+    fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
+        self.order.push(format!("gateway {key}"));
+        assert!(self.output.gateways.insert(key, output).is_none(), "a Gateway handed on twice");
+    }
+
+    fn route(&mut self, route: ObjRef, status: UdpRouteStatus) {
+        self.order.push(format!("route {route:?}"));
+        assert!(self.output.routes.insert(route, status).is_none(), "a route handed on twice");
+    }
+
+    fn class(&mut self, name: String, status: GatewayClassStatus) {
+        assert!(self.output.classes.insert(name, status).is_none(), "a class handed on twice");
+    }
+
+    fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
+        assert!(self.output.config_maps.insert(key, config_map).is_none(), "a ConfigMap handed on twice");
+    }
+}
+
+/// `render_each` hands every result on once, exactly what `render` keeps, each Gateway
+/// before the routes it decides. In legacy mode a dirty Gateway's class hands on all of its
+/// Gateways.
 #[test]
 fn render_each_hands_on_each_dirty_gateway_once_and_keeps_the_rest() {
     let mut index = index_of(BASE);
@@ -462,13 +489,15 @@ fn render_each_hands_on_each_dirty_gateway_once_and_keeps_the_rest() {
     for mode in [DataplaneMode::Managed, DataplaneMode::Legacy] {
         let settings = RenderSettings { dataplane_mode: mode, ..Default::default() };
         let kept = render(&index, &dirty, &settings, &now());
-        let mut handed = Vec::new();
-        let rest = render_each(&index, &dirty, &settings, &now(), &mut |k, g| handed.push((k, g)));
-        assert!(rest.gateways.is_empty(), "{mode:?}");
+        let mut handed = Handed::default();
+        render_each(&index, &dirty, &settings, &now(), &mut handed);
         let route = ObjRef::new(Kind::UdpRoute, ObjectKey::new("ns", "r"));
-        assert!(rest.routes.contains_key(&route), "{mode:?}: the Gateway's route is rendered");
-        assert_eq!(RenderOutput { gateways: handed.iter().cloned().collect(), ..rest }, kept, "{mode:?}");
-        let keys: Vec<_> = handed.into_iter().map(|(k, _)| k).collect();
+        // Each Gateway, then its route.
+        let gateway_then_route = handed.order.iter().position(|h| *h == format!("route {route:?}"))
+            > handed.order.iter().position(|h| *h == format!("gateway {gw}"));
+        assert!(gateway_then_route, "{mode:?}: {:?}", handed.order);
+        assert_eq!(handed.output, kept, "{mode:?}");
+        let keys: Vec<_> = handed.output.gateways.into_keys().collect();
         match mode {
             DataplaneMode::Managed => assert_eq!(keys, std::slice::from_ref(&gw)),
             // The class of the dirty Gateway is rendered whole: both of its Gateways.

@@ -30,8 +30,8 @@ pub(crate) use redact::redacted;
 /// Gateway API `gateway.networking.k8s.io/v1alpha2` UDPRoute: watched when installed, and
 /// converted to STUNner's own [`UdpRoute`].
 pub use gateway_api::experimental::udproutes::UdpRoute as GatewayUdpRoute;
-/// Gateway API `gateway.networking.k8s.io/v1` GatewayClass.
-pub use gateway_api::gatewayclasses::GatewayClass;
+/// Gateway API `gateway.networking.k8s.io/v1` GatewayClass, and its status.
+pub use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
 /// Gateway API `gateway.networking.k8s.io/v1` Gateway, and its status.
 pub use gateway_api::gateways::{Gateway, GatewayStatus};
 

@@ -4,8 +4,9 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
-use stunner_gateway::index::{Kind, ObjectKey};
+use stunner_gateway::index::{Kind, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput};
+use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
 /// The kinds the operator writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -103,20 +104,29 @@ pub enum Op {
 /// order.
 pub fn ops_of(output: &RenderOutput) -> Vec<(Target, Op)> {
     let mut ops = Vec::new();
-    for (name, status) in &output.classes {
-        ops.push(status_op(WriteKind::GatewayClass, &ObjectKey::cluster(name.clone()), status));
-    }
-    for (r, status) in &output.routes {
-        let kind = if r.kind == Kind::GatewayUdpRoute { WriteKind::GatewayUdpRoute } else { WriteKind::UdpRoute };
-        ops.push(status_op(kind, &r.key, status));
-    }
-    for (key, cm) in &output.config_maps {
-        ops.extend(owned_op(WriteKind::ConfigMap, key, cm));
-    }
+    ops.extend(output.classes.iter().map(|(name, status)| class_op(name, status)));
+    ops.extend(output.routes.iter().map(|(r, status)| route_op(r, status)));
+    ops.extend(output.config_maps.iter().filter_map(|(key, cm)| config_map_op(key, cm)));
     for (key, gw) in &output.gateways {
         ops.extend(gateway_ops(key, gw));
     }
     ops
+}
+
+/// A GatewayClass's status write.
+pub fn class_op(name: &str, status: &GatewayClassStatus) -> (Target, Op) {
+    status_op(WriteKind::GatewayClass, &ObjectKey::cluster(name), status)
+}
+
+/// A route's status write (either flavour).
+pub fn route_op(r: &ObjRef, status: &UdpRouteStatus) -> (Target, Op) {
+    let kind = if r.kind == Kind::GatewayUdpRoute { WriteKind::GatewayUdpRoute } else { WriteKind::UdpRoute };
+    status_op(kind, &r.key, status)
+}
+
+/// Legacy mode: a GatewayConfig's ConfigMap write, if any.
+pub fn config_map_op(key: &ObjectKey, config_map: &Owned<ConfigMap>) -> Option<(Target, Op)> {
+    owned_op(WriteKind::ConfigMap, key, config_map)
 }
 
 /// The writes one Gateway's outcome asks for: its status, Service, Deployment and the

@@ -75,12 +75,14 @@ impl Writer {
         self.submit_ops(ops_of(output), index);
     }
 
-    /// [`Self::submit`] for one Gateway's outcome, handed on by the render as it goes.
+    /// [`Self::submit`] for one Gateway's outcome.
     pub fn submit_gateway(&self, key: &ObjectKey, output: &GatewayOutput, index: &Index) {
         self.submit_ops(gateway_ops(key, output), index);
     }
 
-    fn submit_ops(&self, ops: Vec<(Target, Op)>, index: &Index) {
+    /// [`Self::submit`] for writes of single results, handed on by a render as it goes (see
+    /// [`super::ops`]).
+    pub fn submit_ops(&self, ops: impl IntoIterator<Item = (Target, Op)>, index: &Index) {
         let mut queued = false;
         {
             let mut queue = self.lock();

@@ -2,15 +2,18 @@
 //! Service), owned objects and statuses to the writer, statuses to the board.
 //!
 //! A [`Publisher`] borrows only the outputs and the service wait, apart from the index the
-//! render reads, so a Gateway's results are published while the render goes on to the next.
+//! render reads: as the render's sink, it publishes each result while the render goes on.
 
 use super::Reconciler;
 use super::service_wait::{SERVICE_WAIT, ServiceWait};
+use crate::cluster::ops;
 use crate::pipeline::Outputs;
+use k8s_openapi::api::core::v1::ConfigMap;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
-use stunner_gateway::index::{Index, Kind, ObjectKey};
-use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderOutput};
+use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey};
+use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderOutput, RenderSink};
+use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
 /// Where a render's results go.
 pub(super) struct Publisher<'a> {
@@ -42,17 +45,24 @@ impl Reconciler {
 }
 
 impl Publisher<'_> {
-    /// Every Gateway's results, then the rest.
+    /// Publishes everything a render kept.
     pub fn all(&mut self, output: RenderOutput) {
         let RenderOutput { gateways, config_maps, routes, classes } = output;
-        for (key, gw) in gateways {
-            self.gateway(key, gw);
-        }
-        self.rest(RenderOutput { gateways: Default::default(), config_maps, routes, classes });
+        gateways.into_iter().for_each(|(key, gw)| self.gateway(key, gw));
+        routes.into_iter().for_each(|(r, status)| self.route(r, status));
+        classes.into_iter().for_each(|(name, status)| self.class(name, status));
+        config_maps.into_iter().for_each(|(key, cm)| self.config_map(key, cm));
     }
 
-    /// One Gateway's results.
-    pub fn gateway(&mut self, key: ObjectKey, mut gw: GatewayOutput) {
+    fn submit(&self, ops: impl IntoIterator<Item = (ops::Target, ops::Op)>) {
+        if let Some(writer) = &self.outputs.writer {
+            writer.submit_ops(ops, self.index);
+        }
+    }
+}
+
+impl RenderSink for Publisher<'_> {
+    fn gateway(&mut self, key: ObjectKey, mut gw: GatewayOutput) {
         if let Some(status) = &gw.status {
             let changed = self.show_status(Kind::Gateway, &key.namespace, &key.name, status);
             // Said once per change, like the status line, but at WARN with what to fix.
@@ -94,22 +104,21 @@ impl Publisher<'_> {
             }
             Owned::Keep => {}
         }
-        if let Some(writer) = &self.outputs.writer {
-            writer.submit_gateway(&key, &gw, self.index);
-        }
+        self.submit(ops::gateway_ops(&key, &gw));
     }
 
-    /// What a render produced besides its Gateways: route and class statuses, ConfigMaps.
-    pub fn rest(&mut self, output: RenderOutput) {
-        if let Some(writer) = &self.outputs.writer {
-            writer.submit(&output, self.index);
-        }
-        for (r, status) in output.routes {
-            self.show_status(r.kind, &r.key.namespace, &r.key.name, &status);
-        }
-        for (name, status) in output.classes {
-            self.show_status(Kind::GatewayClass, "", &name, &status);
-        }
+    fn route(&mut self, r: ObjRef, status: UdpRouteStatus) {
+        self.submit([ops::route_op(&r, &status)]);
+        self.show_status(r.kind, &r.key.namespace, &r.key.name, &status);
+    }
+
+    fn class(&mut self, name: String, status: GatewayClassStatus) {
+        self.submit([ops::class_op(&name, &status)]);
+        self.show_status(Kind::GatewayClass, "", &name, &status);
+    }
+
+    fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
+        self.submit(ops::config_map_op(&key, &config_map));
     }
 }
 

@@ -34,8 +34,8 @@ impl Reconciler {
         self.outputs.readiness.set_ready();
     }
 
-    /// One pass, handing each Gateway's results on as it goes: a large render never holds
-    /// every Gateway's output at once.
+    /// One pass, publishing each result as it is rendered: a large render never holds every
+    /// Gateway's output at once.
     fn render_streamed(&mut self) {
         if self.dirty.is_empty() {
             return;
@@ -44,9 +44,7 @@ impl Reconciler {
         let pass = self.begin_pass();
         let mut publisher =
             Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
-        let rest =
-            render_each(&self.index, &dirty, &self.settings, &pass.now, &mut |key, gw| publisher.gateway(key, gw));
-        publisher.rest(rest);
+        render_each(&self.index, &dirty, &self.settings, &pass.now, &mut publisher);
         self.end_pass(pass, &dirty);
     }
 
