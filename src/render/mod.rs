@@ -261,12 +261,11 @@ struct Rendering<'a, 's> {
 impl<'a> Rendering<'a, '_> {
     /// Hands on a Gateway's results, then its routes' statuses (which its render decided).
     fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
-        let index = self.index;
-        let routes = index.all_referrers(ObjRefView::new(Kind::Gateway, &key)).filter(|r| attach::is_route(r.kind));
-        let routes: Vec<ObjRefView<'a>> = routes.map(ObjRef::view).collect();
+        // Borrowed from the index, not from `key`, which the sink takes first.
+        let referrers = self.index.all_referrers(ObjRefView::new(Kind::Gateway, &key));
         self.sink.gateway(key, output);
-        for r in routes {
-            self.route(r);
+        for r in referrers.filter(|r| attach::is_route(r.kind)) {
+            self.route(r.view());
         }
     }
 
