@@ -15,15 +15,15 @@
 //! priority and fairness. The writer sends one request at a time and waits for its answer, so
 //! it never has more than one in flight, and a 429 is retried after a growing delay.
 
-use super::ops::{Op, Scope, Target, WriteKind, gateway_ops, ops_of};
+use super::ops::{Op, Scope, Target, WriteKind, ops_of};
 use super::queue::Queue;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use stunner_gateway::index::{Index, ObjRef, ObjectKey, Resource};
-use stunner_gateway::render::{GatewayOutput, RenderOutput};
+use stunner_gateway::index::{Index, ObjRef, Resource};
+use stunner_gateway::render::RenderOutput;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -73,11 +73,6 @@ impl Writer {
     /// in place already; never blocks on the API server.
     pub fn submit(&self, output: &RenderOutput, index: &Index) {
         self.submit_ops(ops_of(output), index);
-    }
-
-    /// [`Self::submit`] for one Gateway's outcome.
-    pub fn submit_gateway(&self, key: &ObjectKey, output: &GatewayOutput, index: &Index) {
-        self.submit_ops(gateway_ops(key, output), index);
     }
 
     /// [`Self::submit`] for writes of single results, handed on by a render as it goes (see

@@ -38,7 +38,7 @@ impl Reconciler {
             upsert(&self.outputs, &key, config);
             if let Some(writer) = &self.outputs.writer {
                 let status_only = GatewayOutput { status, ..GatewayOutput::default() };
-                writer.submit_gateway(&key, &status_only, &self.index);
+                writer.submit_ops(ops::gateway_ops(&key, &status_only), &self.index);
             }
         }
     }

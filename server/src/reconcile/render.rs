@@ -6,9 +6,12 @@
 use super::Reconciler;
 use super::publish::Publisher;
 use crate::metrics::unix_now;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use stunner_gateway::index::Dirty;
-use stunner_gateway::render::{RenderOutput, render, render_each};
+use std::time::Duration;
+use stunner_gateway::index::{Dirty, ObjRef, ObjectKey};
+use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, RenderSink, render, render_each};
+use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
 /// Renders caused by the operator's own objects coming back, per window: they settle in one
 /// pass; the bound only guards against a render that never reaches a fixed point.
@@ -42,10 +45,13 @@ impl Reconciler {
         }
         let dirty = std::mem::take(&mut self.dirty);
         let pass = self.begin_pass();
+        // Built field by field, not by `publisher()`: the render borrows the index beside it.
         let mut publisher =
             Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
-        render_each(&self.index, &dirty, &self.settings, &pass.now, &mut publisher);
-        self.end_pass(pass, &dirty);
+        let mut timed = Timed { inner: &mut publisher, spent: Duration::ZERO };
+        render_each(&self.index, &dirty, &self.settings, &pass.now, &mut timed);
+        let publishing = timed.spent;
+        self.end_pass(pass, &dirty, publishing);
     }
 
     /// Passes until the operator's own objects stop making anything dirty; publishes the last
@@ -67,7 +73,7 @@ impl Reconciler {
             }
             let pass = self.begin_pass();
             let output = render(&self.index, &dirty, &self.settings, &pass.now);
-            self.end_pass(pass, &dirty);
+            self.end_pass(pass, &dirty, Duration::ZERO);
             let dirty = self.owned.apply(&mut self.index, &output);
             self.dirty.merge(dirty);
             supersede(&mut settled, output);
@@ -83,10 +89,12 @@ impl Reconciler {
         Pass { started: std::time::Instant::now(), now: Time(k8s_openapi::jiff::Timestamp::now()) }
     }
 
-    fn end_pass(&self, pass: Pass, dirty: &Dirty) {
+    /// `publishing`: the part of the pass spent handing results to the outputs (cluster mode
+    /// interleaves the two), which the render time leaves out: it measures rendering alone.
+    fn end_pass(&self, pass: Pass, dirty: &Dirty, publishing: Duration) {
         let metrics = &self.outputs.metrics;
         metrics.render.inc();
-        metrics.render_time.observe(pass.started.elapsed().as_secs_f64());
+        metrics.render_time.observe(pass.started.elapsed().saturating_sub(publishing).as_secs_f64());
         metrics.generation_last_acked.set(self.generation);
         tracing::debug!(
             generation = self.generation,
@@ -94,6 +102,38 @@ impl Reconciler {
             elapsed = ?pass.started.elapsed(),
             "rendered"
         );
+    }
+}
+
+/// A sink that counts the time spent in another.
+struct Timed<'s> {
+    inner: &'s mut dyn RenderSink,
+    spent: Duration,
+}
+
+impl Timed<'_> {
+    fn time(&mut self, hand_on: impl FnOnce(&mut dyn RenderSink)) {
+        let started = std::time::Instant::now();
+        hand_on(&mut *self.inner);
+        self.spent += started.elapsed();
+    }
+}
+
+impl RenderSink for Timed<'_> {
+    fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
+        self.time(|sink| sink.gateway(key, output));
+    }
+
+    fn route(&mut self, route: ObjRef, status: UdpRouteStatus) {
+        self.time(|sink| sink.route(route, status));
+    }
+
+    fn class(&mut self, name: String, status: GatewayClassStatus) {
+        self.time(|sink| sink.class(name, status));
+    }
+
+    fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
+        self.time(|sink| sink.config_map(key, config_map));
     }
 }
 
