@@ -2,11 +2,12 @@
 //! grant's change can affect.
 //!
 //! A grant lives in the namespace of the objects it opens up. Its routes are found through the
-//! reverse references of the backends in that namespace (route → Service/StaticService), so a
-//! grant's change marks only the routes of its `from` namespaces that name a backend of its
-//! `to` list, and their Gateways.
+//! references of the routes of its `from` namespaces (route → Service/StaticService), so a
+//! grant's change marks only the routes of those namespaces that name a backend of its `to`
+//! list, and their Gateways.
 
-use super::{GATEWAY_API_GROUP, Index, Kind, ObjRef, ObjectKey};
+use super::{GATEWAY_API_GROUP, Index, Kind, ObjRef, Store};
+use crate::resources::UdpRoute;
 use crate::resources::{GROUP, ReferenceGrantFrom, ReferenceGrantTo};
 
 /// The `(group, kind)` a grant's `from` entry names a route kind by.
@@ -53,8 +54,7 @@ impl Index {
             return true;
         }
         let ns = &backend.key.namespace;
-        let in_ns = self.reference_grants().range(ObjectKey::new(ns.as_str(), "")..);
-        in_ns.take_while(|(k, _)| k.namespace == *ns).any(|(_, grant)| {
+        self.reference_grants().in_namespace(ns).any(|(_, grant)| {
             let from = grant
                 .spec
                 .from
@@ -69,31 +69,23 @@ impl Index {
     }
 
     /// The stored routes whose backends the stored grant `grant` can allow: routes of a `from`
-    /// kind in a `from` namespace (other than the grant's) naming a backend of a `to` entry.
+    /// kind in a `from` namespace (other than the grant's) that name a backend of a `to` entry.
     pub(super) fn granted_routes(&self, grant: &ObjRef) -> Vec<ObjRef> {
         let Some(g) = self.reference_grants().get(&grant.key) else { return Vec::new() };
         let ns = grant.key.namespace.as_str();
+        let allowed = |backend: &ObjRef| {
+            backend.key.namespace == ns
+                && g.spec.to.iter().any(|to| {
+                    to_backend_kind(to) == Some(backend.kind) && to_name(to).is_none_or(|n| n == backend.key.name)
+                })
+        };
         let mut routes = Vec::new();
-        for to in &g.spec.to {
-            let Some(backend_kind) = to_backend_kind(to) else { continue };
-            let backends: Vec<&ObjRef> = match to_name(to) {
-                Some(name) => {
-                    let target = ObjRef::new(backend_kind, ObjectKey::new(ns, name));
-                    self.reverse.get_key_value(&target).map(|(k, _)| k).into_iter().collect()
-                }
-                None => self
-                    .reverse
-                    .range(ObjRef::new(backend_kind, ObjectKey::new(ns, ""))..)
-                    .map(|(k, _)| k)
-                    .take_while(|k| k.kind == backend_kind && k.key.namespace == ns)
-                    .collect(),
-            };
-            for from in g.spec.from.iter().filter(|f| f.namespace != ns) {
-                for route_kind in from_route_kinds(from) {
-                    for backend in &backends {
-                        let referrers =
-                            self.referrers(backend.view(), route_kind).filter(|k| k.namespace == from.namespace);
-                        routes.extend(referrers.map(|k| ObjRef::new(route_kind, k.clone())));
+        for from in g.spec.from.iter().filter(|f| f.namespace != ns) {
+            for kind in from_route_kinds(from) {
+                for (key, _) in self.route_store(kind).in_namespace(&from.namespace) {
+                    let route = ObjRef::new(kind, key.clone());
+                    if self.references(&route).iter().any(allowed) {
+                        routes.push(route);
                     }
                 }
             }
@@ -101,5 +93,13 @@ impl Index {
         routes.sort();
         routes.dedup();
         routes
+    }
+
+    /// The store of a route kind (both hold routes in STUNner's v1 shape).
+    fn route_store(&self, kind: Kind) -> &Store<UdpRoute> {
+        match kind {
+            Kind::GatewayUdpRoute => self.gateway_udp_routes(),
+            _ => self.udp_routes(),
+        }
     }
 }

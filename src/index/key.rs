@@ -9,10 +9,9 @@ use std::fmt;
 ///
 /// Ordered by namespace, then name: every store and every output iterates in this order, which
 /// is what makes rendering deterministic. Each part is held inline up to 24 bytes (most
-/// Kubernetes names), so the index's B-trees compare keys within their own nodes: with
-/// thousands of objects, a lookup that had to follow two heap pointers per key it passed
-/// missed the caches at every step.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Kubernetes names): a clone allocates nothing, and the index's maps hash and compare a key
+/// without following a pointer to the heap. Hashed as its [`KeyView`] (`super::lookup`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjectKey {
     pub namespace: CompactString,
     pub name: CompactString,

@@ -24,6 +24,7 @@ use super::store::Store;
 use crate::resources::{
     Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
 };
+use hashbrown::HashMap;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -32,11 +33,10 @@ use kube::core::ApiResource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 
-/// One object of the index: its kind and key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// One object of the index: its kind and key (hashed as its view: see `super::lookup`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjRef {
     pub kind: Kind,
     pub key: ObjectKey,
@@ -55,9 +55,10 @@ impl ObjRef {
 pub struct Index {
     pub(super) stores: Stores,
     /// What each object refers to (see `refs::forward_refs`).
-    pub(super) forward: BTreeMap<ObjRef, Vec<ObjRef>>,
-    /// The reverse of `forward`: who refers to an object (which may not exist).
-    pub(super) reverse: BTreeMap<ObjRef, Referrers<ObjRef>>,
+    pub(super) forward: HashMap<ObjRef, Vec<ObjRef>>,
+    /// The reverse of `forward`: who refers to an object (which may not exist). Hashed, as
+    /// the stores are (see `super::store`): the render asks it for every Gateway's routes.
+    pub(super) reverse: HashMap<ObjRef, Referrers<ObjRef>>,
 }
 
 impl Resource {

@@ -1,35 +1,15 @@
 //! Lookups by borrowed keys.
 //!
-//! The stores and the reverse references are B-trees keyed by owned [`ObjectKey`]s and
+//! The stores and the reverse references are hash maps keyed by owned [`ObjectKey`]s and
 //! [`ObjRef`]s; the renderer looks them up many times per Gateway with names it only borrows
 //! (a route's parentRef, a class's `parametersRef`). [`KeyView`] and [`ObjRefView`] are the
-//! borrowed forms, ordered exactly as the owned ones, so those lookups build no owned key (two
-//! heap allocations each) just to throw it away: see [`Lookup`].
+//! borrowed forms: each hashes exactly as its owned form and is [`Equivalent`] to it, so those
+//! lookups build no owned key just to throw it away.
 
 use super::key::{KeyView, ObjectKey};
 use super::kinds::{Kind, ObjRef};
-use super::store::Store;
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-
-/// Store lookups by a borrowed key.
-pub trait Lookup<T> {
-    fn lookup(&self, key: KeyView<'_>) -> Option<&T>;
-    fn lookup_key_value(&self, key: KeyView<'_>) -> Option<(&ObjectKey, &T)>;
-    fn contains(&self, key: KeyView<'_>) -> bool {
-        self.lookup(key).is_some()
-    }
-}
-
-impl<T> Lookup<T> for Store<T> {
-    fn lookup(&self, key: KeyView<'_>) -> Option<&T> {
-        self.get(&key as &dyn AsKeyView)
-    }
-
-    fn lookup_key_value(&self, key: KeyView<'_>) -> Option<(&ObjectKey, &T)> {
-        self.get_key_value(&key as &dyn AsKeyView)
-    }
-}
+use hashbrown::Equivalent;
+use std::hash::{Hash, Hasher};
 
 impl ObjRef {
     pub fn view(&self) -> ObjRefView<'_> {
@@ -60,103 +40,48 @@ impl<'a> From<&'a ObjRef> for ObjRefView<'a> {
     }
 }
 
-/// What a B-tree keyed by [`ObjectKey`] can be searched with: an owned or a borrowed key. The
-/// tree compares the borrowed forms, through this trait (`Borrow` below), and `KeyView`'s
-/// derived order is `ObjectKey`'s, as `Borrow` requires.
-pub trait AsKeyView {
-    fn key_view(&self) -> KeyView<'_>;
-}
-
-impl AsKeyView for ObjectKey {
-    fn key_view(&self) -> KeyView<'_> {
-        self.view()
+/// An owned key hashes as its view: a map keyed by `ObjectKey` finds it by a [`KeyView`].
+impl Hash for ObjectKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.view().hash(state);
     }
 }
 
-impl AsKeyView for KeyView<'_> {
-    fn key_view(&self) -> KeyView<'_> {
-        *self
+impl Equivalent<ObjectKey> for KeyView<'_> {
+    fn equivalent(&self, key: &ObjectKey) -> bool {
+        *self == key.view()
     }
 }
 
-impl<'a> Borrow<dyn AsKeyView + 'a> for ObjectKey {
-    fn borrow(&self) -> &(dyn AsKeyView + 'a) {
-        self
+/// An owned reference hashes as its view: a map keyed by `ObjRef` finds it by an [`ObjRefView`].
+impl Hash for ObjRef {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.view().hash(state);
     }
 }
 
-impl PartialEq for dyn AsKeyView + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.key_view() == other.key_view()
-    }
-}
-
-impl Eq for dyn AsKeyView + '_ {}
-
-impl PartialOrd for dyn AsKeyView + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for dyn AsKeyView + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key_view().cmp(&other.key_view())
-    }
-}
-
-/// [`AsKeyView`] for B-trees keyed by [`ObjRef`].
-pub trait AsObjRefView {
-    fn obj_ref_view(&self) -> ObjRefView<'_>;
-}
-
-impl AsObjRefView for ObjRef {
-    fn obj_ref_view(&self) -> ObjRefView<'_> {
-        self.view()
-    }
-}
-
-impl AsObjRefView for ObjRefView<'_> {
-    fn obj_ref_view(&self) -> ObjRefView<'_> {
-        *self
-    }
-}
-
-impl<'a> Borrow<dyn AsObjRefView + 'a> for ObjRef {
-    fn borrow(&self) -> &(dyn AsObjRefView + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn AsObjRefView + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.obj_ref_view() == other.obj_ref_view()
-    }
-}
-
-impl Eq for dyn AsObjRefView + '_ {}
-
-impl PartialOrd for dyn AsObjRefView + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for dyn AsObjRefView + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.obj_ref_view().cmp(&other.obj_ref_view())
+impl Equivalent<ObjRef> for ObjRefView<'_> {
+    fn equivalent(&self, r: &ObjRef) -> bool {
+        *self == r.view()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::Store;
+    use std::hash::BuildHasher;
 
-    /// `Borrow` requires the borrowed forms to order as the owned ones; the lookups rely on it.
+    /// The borrowed forms order and hash as the owned ones: the B-tree sets of keys and the
+    /// hash maps' lookups by view rely on it.
     #[test]
-    fn views_order_as_owned_keys() {
+    fn views_order_and_hash_as_owned_keys() {
+        let hasher = hashbrown::DefaultHashBuilder::default();
         let keys = [("", "z"), ("a", "b"), ("a", "c"), ("ab", ""), ("b", "a")].map(|(ns, n)| ObjectKey::new(ns, n));
         for a in &keys {
+            assert_eq!(hasher.hash_one(a), hasher.hash_one(a.view()), "{a}");
+            let r = ObjRef::new(Kind::Service, a.clone());
+            assert_eq!(hasher.hash_one(&r), hasher.hash_one(r.view()), "{a}");
             for b in &keys {
                 assert_eq!(a.view().cmp(&b.view()), a.cmp(b), "{a} vs {b}");
                 let (ra, rb) = (ObjRef::new(Kind::Service, a.clone()), ObjRef::new(Kind::Gateway, b.clone()));
@@ -168,5 +93,6 @@ mod tests {
             assert_eq!(store.lookup(k.view()), Some(&i));
         }
         assert_eq!(store.lookup(KeyView::new("a", "d")), None);
+        assert!(store.keys().eq(keys.iter()), "iterated in key order");
     }
 }

@@ -28,7 +28,7 @@ pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;
 pub use key::{KeyView, ObjectKey};
 pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Wire, content_digest};
-pub use lookup::{AsKeyView, AsObjRefView, Lookup, ObjRefView};
+pub use lookup::ObjRefView;
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
 pub use store::Store;
 
@@ -99,7 +99,7 @@ impl Index {
     /// Every object that refers to `target`, by kind (in declaration order), then key: one
     /// search for several kinds.
     pub fn all_referrers<'a>(&'a self, target: ObjRefView<'_>) -> impl Iterator<Item = &'a ObjRef> + use<'a> {
-        self.reverse.get(&target as &dyn AsObjRefView).into_iter().flatten()
+        self.reverse.get(&target).into_iter().flatten()
     }
 
     /// The objects `source` refers to, in the order the object names them.

@@ -1,89 +1,111 @@
 //! [`Store`]: the typed map of one kind, by key, each object in a box of its own.
 //!
-//! A B-tree node holds eleven values inline, and after the sorted inserts of a start-up most
-//! nodes are half full: with the object in the node, every empty slot costs a whole object. The
-//! Kubernetes types are large inline (every optional field is there, set or not: a `Deployment`
-//! is 2.4 KiB, a `Service` 0.8 KiB), so with 1,000 Gateways the stores' nodes took 14 MiB for
-//! 6 MiB of objects. Boxed, a slot costs a pointer, and the object is moved into the store as the
-//! box [`super::Resource`] already holds, never copied.
+//! A render looks up several objects per Gateway (its routes, their Services and
+//! EndpointSlices, the class and its config). In a B-tree each lookup walked log N nodes, and
+//! compared the key at each step: with thousands of objects those nodes no longer fit the
+//! caches, so the cost of a lookup grew with the size of the index. The objects are therefore
+//! found through a hash map (one probe, whatever the size), and the keys are kept in order
+//! beside it for whatever iterates: a namespace's objects, every Gateway, the first Node by
+//! name. Everything that iterates a store still sees key order.
+//!
+//! Each object is boxed: the Kubernetes types are large inline (every optional field is there,
+//! set or not: a `Deployment` is 2.4 KiB, a `Service` 0.8 KiB), and the object is moved into the
+//! store as the box [`super::Resource`] already holds, never copied.
 
-use super::key::ObjectKey;
-use std::borrow::Borrow;
-use std::collections::BTreeMap;
-use std::collections::btree_map;
-use std::ops::RangeBounds;
+use super::key::{KeyView, ObjectKey};
+use hashbrown::{Equivalent, HashMap};
+use std::collections::BTreeSet;
+use std::collections::btree_set;
 
-/// A typed map of one kind, by key, in key order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Store<T>(BTreeMap<ObjectKey, Box<T>>);
+/// A typed map of one kind, by key, iterated in key order.
+#[derive(Debug, Clone)]
+pub struct Store<T> {
+    /// Each object by key: what lookups read.
+    objects: HashMap<ObjectKey, Box<T>>,
+    /// The same keys, in order: what iteration reads.
+    order: BTreeSet<ObjectKey>,
+}
 
 impl<T> Default for Store<T> {
     fn default() -> Self {
-        Store(BTreeMap::new())
+        Store { objects: HashMap::new(), order: BTreeSet::new() }
+    }
+}
+
+impl<T: PartialEq> PartialEq for Store<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.objects == other.objects
     }
 }
 
 impl<T> Store<T> {
-    pub fn get<Q: Ord + ?Sized>(&self, key: &Q) -> Option<&T>
-    where
-        ObjectKey: Borrow<Q>,
-    {
-        self.0.get(key).map(Box::as_ref)
+    /// The object of `key`, owned or borrowed ([`KeyView`]).
+    pub fn get<Q: std::hash::Hash + Equivalent<ObjectKey> + ?Sized>(&self, key: &Q) -> Option<&T> {
+        self.objects.get(key).map(Box::as_ref)
     }
 
-    pub fn get_key_value<Q: Ord + ?Sized>(&self, key: &Q) -> Option<(&ObjectKey, &T)>
-    where
-        ObjectKey: Borrow<Q>,
-    {
-        self.0.get_key_value(key).map(|(k, v)| (k, v.as_ref()))
+    pub fn contains_key<Q: std::hash::Hash + Equivalent<ObjectKey> + ?Sized>(&self, key: &Q) -> bool {
+        self.objects.contains_key(key)
     }
 
-    pub fn contains_key<Q: Ord + ?Sized>(&self, key: &Q) -> bool
-    where
-        ObjectKey: Borrow<Q>,
-    {
-        self.0.contains_key(key)
+    /// The object of a borrowed key.
+    pub fn lookup(&self, key: KeyView<'_>) -> Option<&T> {
+        self.get(&key)
     }
 
-    pub fn keys(&self) -> btree_map::Keys<'_, ObjectKey, Box<T>> {
-        self.0.keys()
+    pub fn lookup_key_value(&self, key: KeyView<'_>) -> Option<(&ObjectKey, &T)> {
+        self.objects.get_key_value(&key).map(|(k, v)| (k, v.as_ref()))
+    }
+
+    pub fn contains(&self, key: KeyView<'_>) -> bool {
+        self.contains_key(&key)
+    }
+
+    pub fn keys(&self) -> btree_set::Iter<'_, ObjectKey> {
+        self.order.iter()
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
-        self.0.values().map(Box::as_ref)
+        self.order.iter().map(|k| self.stored(k))
     }
 
-    pub fn range<R: RangeBounds<ObjectKey>>(&self, range: R) -> impl DoubleEndedIterator<Item = (&ObjectKey, &T)> {
-        self.0.range(range).map(|(k, v)| (k, v.as_ref()))
+    /// The objects of namespace `ns`, in key order.
+    pub fn in_namespace<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = (&'a ObjectKey, &'a T)> {
+        let from = ObjectKey::new(ns, "");
+        self.order.range(from..).take_while(move |k| k.namespace == ns).map(|k| (k, self.stored(k)))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.objects.is_empty()
     }
 
     pub(super) fn insert(&mut self, key: ObjectKey, object: Box<T>) {
-        self.0.insert(key, object);
+        if let Some(old) = self.objects.get_mut(&key) {
+            *old = object;
+        } else {
+            self.order.insert(key.clone());
+            self.objects.insert(key, object);
+        }
     }
 
     pub(super) fn remove(&mut self, key: &ObjectKey) -> Option<Box<T>> {
-        self.0.remove(key)
+        let removed = self.objects.remove(key)?;
+        self.order.remove(key);
+        Some(removed)
     }
-}
 
-impl<'a, T> IntoIterator for &'a Store<T> {
-    type Item = (&'a ObjectKey, &'a T);
-    type IntoIter = std::iter::Map<
-        btree_map::Iter<'a, ObjectKey, Box<T>>,
-        fn((&'a ObjectKey, &'a Box<T>)) -> (&'a ObjectKey, &'a T),
-    >;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(k, v)| (k, v.as_ref()))
+    /// The object of a key taken from `order`, which always has one.
+    fn stored(&self, key: &ObjectKey) -> &T {
+        self.objects.get(key).expect("every ordered key has its object")
     }
 }
 
 impl<T> FromIterator<(ObjectKey, T)> for Store<T> {
     fn from_iter<I: IntoIterator<Item = (ObjectKey, T)>>(iter: I) -> Self {
-        Store(iter.into_iter().map(|(k, v)| (k, Box::new(v))).collect())
+        let mut store = Store::default();
+        for (k, v) in iter {
+            store.insert(k, Box::new(v));
+        }
+        store
     }
 }

@@ -1,6 +1,6 @@
 //! Which routes attach to which Gateway listeners (spec §3.7).
 
-use crate::index::{Index, KeyView, Kind, Lookup, ObjRef, ObjRefView, ObjectKey, parent_gateway};
+use crate::index::{Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, parent_gateway};
 use crate::resources::{ParentReference, UdpRoute};
 use gateway_api::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as From,

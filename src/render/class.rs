@@ -4,7 +4,7 @@ use super::conditions;
 use super::error::{Reason, RenderError};
 use super::settings::{DataplaneMode, RenderSettings};
 use crate::config::go_compat::quote;
-use crate::index::{Index, KeyView, Lookup, class_config};
+use crate::index::{Index, KeyView, class_config};
 use crate::resources::{DEFAULT_DATAPLANE, Dataplane, GatewayClass, GatewayConfig};
 use gateway_api::gatewayclasses::GatewayClassStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -27,17 +27,18 @@ pub use service::parse_port_map;
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
 
 use crate::config::{API_VERSION, StunnerConfig};
-use crate::index::{Dirty, Index, KeyView, Kind, Lookup, ObjRef, ObjRefView, ObjectKey, class_config, parent_gateway};
+use crate::index::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, class_config, parent_gateway};
 use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE};
 use crate::resources::UdpRouteStatus;
 use class::ClassState;
 use gateway::ClusterErrors;
 use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
 use gateway_api::gateways::{Gateway, GatewayStatus};
+use hashbrown::HashSet;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What to do with an object the operator owns.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -7,7 +7,7 @@ use super::class;
 use super::conditions::{build, keep_times, prune, set};
 use super::error::{Reason, RenderError};
 use super::settings::RenderSettings;
-use crate::index::{Index, KeyView, Lookup, parent_gateway};
+use crate::index::{Index, KeyView, parent_gateway};
 use crate::resources::{ParentReference, RouteParentStatus, UdpRouteStatus};
 use gateway_api::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
