@@ -10,8 +10,9 @@
 //!
 //! Each full render also reports its heap allocations per Gateway (a counting global allocator:
 //! a figure the machine's load does not change). `--profile N RUNS` builds only the index of N
-//! combos and renders it RUNS times (handing each Gateway on): run under `perf stat -e instructions:u` with two values of
-//! RUNS, the difference over the extra runs is the render's instruction count.
+//! combos and renders it RUNS times (handing each Gateway on; `--kept` keeps each render whole,
+//! `--upstream` takes upstream's fixture): run under `perf stat -e instructions:u` or
+//! cachegrind with two values of RUNS, the difference over the extra runs is the render's.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -216,12 +217,18 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--profile") {
         let arg = |j: usize| args.get(i + j).and_then(|a| a.parse().ok()).expect("usage: --profile N RUNS");
         let (n, runs): (usize, usize) = (arg(1), arg(2));
-        let index = index(n);
+        let flag = |f: &str| args.iter().any(|a| a == f);
+        let index = if flag("--upstream") { upstream_index(n) } else { index(n) };
+        let kept = flag("--kept");
         let started = Instant::now();
         let allocated = allocations(|| {
             for _ in 0..runs {
-                let everything = index.everything();
-                render_each(&index, &everything, &settings, &now, &mut Dropped);
+                if kept {
+                    drop(black_box(render_all(&index, &settings, &now)));
+                } else {
+                    let everything = index.everything();
+                    render_each(&index, &everything, &settings, &now, &mut Dropped);
+                }
             }
         });
         let rendered = (n * runs.max(1)) as f64;
