@@ -109,3 +109,46 @@ impl<T> FromIterator<(ObjectKey, T)> for Store<T> {
         store
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(ns: &str, name: &str) -> ObjectKey {
+        ObjectKey::new(ns, name)
+    }
+
+    #[test]
+    fn a_replaced_object_keeps_one_key_and_a_removed_one_leaves_none() {
+        let mut store = Store::default();
+        store.insert(key("b", "x"), Box::new(1));
+        store.insert(key("a", "y"), Box::new(2));
+        store.insert(key("b", "x"), Box::new(3));
+        assert_eq!(store.get(&key("b", "x")), Some(&3));
+        assert_eq!(store.lookup_key_value(KeyView::new("a", "y")), Some((&key("a", "y"), &2)));
+        assert!(store.keys().eq([key("a", "y"), key("b", "x")].iter()));
+        assert!(store.values().eq([2, 3].iter()));
+
+        assert_eq!(store.remove(&key("b", "x")).as_deref(), Some(&3));
+        assert!(store.remove(&key("b", "x")).is_none(), "removed once");
+        assert!(!store.contains(KeyView::new("b", "x")));
+        assert!(store.keys().eq([key("a", "y")].iter()));
+        assert!(store.remove(&key("a", "y")).is_some());
+        assert!(store.is_empty() && store.keys().next().is_none());
+    }
+
+    #[test]
+    fn stores_are_equal_by_content_whatever_the_order_they_were_filled_in() {
+        let keys = (0..100).map(|i| key(&format!("ns{}", i % 7), &format!("o{i}")));
+        let forward: Store<usize> = keys.clone().zip(0..).collect();
+        let backward: Store<usize> = keys.clone().zip(0..).collect::<Vec<_>>().into_iter().rev().collect();
+        assert_eq!(forward, backward);
+        assert!(forward.in_namespace("ns3").all(|(k, _)| k.namespace == "ns3"));
+        assert_eq!(forward.in_namespace("ns3").count(), 14);
+        let mut changed = backward.clone();
+        changed.insert(key("ns0", "o0"), Box::new(1000));
+        assert_ne!(forward, changed);
+        changed.remove(&key("ns0", "o0"));
+        assert_ne!(forward, changed, "one object fewer");
+    }
+}
