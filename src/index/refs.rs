@@ -5,7 +5,7 @@
 //! the routes whose status may change and the GatewayClasses whose status may change.
 
 use super::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, Resource};
-use crate::keys::{RELATED_GATEWAY_NAME, SERVICE_NAME_LABEL};
+use crate::keys::RELATED_GATEWAY_NAME;
 use crate::resources::{BackendRef, GROUP, GatewayClass, ParentReference, UdpRoute};
 use k8s_openapi::api::core::v1::Node;
 
@@ -89,7 +89,7 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
         Resource::UdpRoute(route) | Resource::GatewayUdpRoute(route) => route_refs(ns, route),
         Resource::Service(_) | Resource::Deployment(_) => annotated_gateway(r).into_iter().collect(),
         Resource::EndpointSlice(s) => {
-            let service = s.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
+            let service = s.service.as_ref();
             service.map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).into_iter().collect()
         }
         Resource::Endpoints(_) => vec![ObjRef::new(Kind::Service, r.key())],
