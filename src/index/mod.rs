@@ -113,11 +113,18 @@ impl Index {
         self.nodes().values().find_map(refs::node_external_address)
     }
 
-    fn link(&mut self, source: &ObjRef, targets: Vec<ObjRef>) {
+    /// Records what `source` refers to. Most objects refer to nothing (backend Services,
+    /// Secrets, Nodes, Namespaces): they get no entry, not an 80-byte slot for an empty list.
+    /// The list is kept at its length: collected from chained iterators, a Gateway's one
+    /// reference to its class came with room for four.
+    fn link(&mut self, source: &ObjRef, mut targets: Vec<ObjRef>) {
         for t in &targets {
             self.reverse.entry(t.clone()).or_default().insert(source.clone());
         }
-        self.forward.insert(source.clone(), targets);
+        if !targets.is_empty() {
+            targets.shrink_to_fit();
+            self.forward.insert(source.clone(), targets);
+        }
     }
 
     fn unlink(&mut self, source: &ObjRef) {

@@ -119,6 +119,24 @@ fn endpoint_slice_marks_only_its_gateway() {
 }
 
 #[test]
+fn only_objects_that_refer_to_something_have_forward_references() {
+    let mut index = fixture();
+    let service = ObjRef::new(Kind::Service, ObjectKey::new("ns", "svc-a"));
+    let slice = ObjRef::new(Kind::EndpointSlice, ObjectKey::new("ns", "svc-a-1"));
+    assert_eq!(index.references(&slice), std::slice::from_ref(&service), "a slice refers to its Service");
+    drop(index.apply(one("apiVersion: v1\nkind: Service\nmetadata: {name: svc-a, namespace: ns}\n")));
+    assert_eq!(index.references(&service), []);
+    assert!(!index.forward.contains_key(&service), "no entry for an object that refers to nothing");
+    assert_eq!(index.referrers(service.view(), Kind::EndpointSlice).collect::<Vec<_>>(), [&slice.key]);
+
+    let unlabelled = "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {name: svc-a-1, namespace: ns, labels: {app: svc-a}}\naddressType: IPv4\nendpoints: []\n";
+    assert_eq!(gws(&index.apply(one(unlabelled))), ["ns/gw-a"], "the Service it leaves is affected");
+    assert!(!index.forward.contains_key(&slice), "a slice without a Service refers to nothing");
+    assert_eq!(index.referrers(service.view(), Kind::EndpointSlice).count(), 0);
+}
+
+#[test]
 fn static_service_and_tls_secret_mark_their_gateways() {
     let mut index = fixture();
     let d = index.apply(one("apiVersion: stunner.l7mp.io/v1\nkind: StaticService\nmetadata: {name: static-b, namespace: ns}\nspec: {prefixes: []}\n"));
