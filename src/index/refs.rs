@@ -89,8 +89,7 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
         Resource::UdpRoute(route) | Resource::GatewayUdpRoute(route) => route_refs(ns, route),
         Resource::Service(_) | Resource::Deployment(_) => annotated_gateway(r).into_iter().collect(),
         Resource::EndpointSlice(s) => {
-            let service = s.service.as_ref();
-            service.map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).into_iter().collect()
+            s.service.iter().map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).collect()
         }
         Resource::Endpoints(_) => vec![ObjRef::new(Kind::Service, r.key())],
         // A lingering DaemonSet matters to the Gateway of its name, whatever it is annotated with.

@@ -141,7 +141,7 @@ mod tests {
     fn stores_are_equal_by_content_whatever_the_order_they_were_filled_in() {
         let keys = (0..100).map(|i| key(&format!("ns{}", i % 7), &format!("o{i}")));
         let forward: Store<usize> = keys.clone().zip(0..).collect();
-        let backward: Store<usize> = keys.clone().zip(0..).collect::<Vec<_>>().into_iter().rev().collect();
+        let backward: Store<usize> = keys.zip(0..).collect::<Vec<_>>().into_iter().rev().collect();
         assert_eq!(forward, backward);
         assert!(forward.in_namespace("ns3").all(|(k, _)| k.namespace == "ns3"));
         assert_eq!(forward.in_namespace("ns3").count(), 14);
