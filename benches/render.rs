@@ -13,6 +13,9 @@
 //! combos and renders it RUNS times (handing each Gateway on; `--kept` keeps each render whole,
 //! `--upstream` takes upstream's fixture): run under `perf stat -e instructions:u` or
 //! cachegrind with two values of RUNS, the difference over the extra runs is the render's.
+//! `--lookups` follows, RUNS times, only the index lookups a render of each Gateway chains
+//! (its object, its routes, their backends, the backends' EndpointSlices), to set the index's
+//! share of a render apart from the rest.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -21,7 +24,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use stunner_gateway::index::{Dirty, Index, ObjRef, ObjectKey, Resource, decode_value};
+use stunner_gateway::index::{
+    Dirty, Index, Kind, ObjRef, ObjRefView, ObjectKey, Resource, backend_target, decode_value,
+};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSettings, RenderSink, render, render_all, render_each};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
@@ -132,6 +137,36 @@ fn index(n: usize) -> Index {
     index
 }
 
+/// Follows the chain of lookups a render of each Gateway makes, as the renderer makes them: the
+/// Gateway, its routes (its referrers), their backend Services (named by the routes'
+/// backendRefs), the Services' EndpointSlices (their referrers), reading one field of each
+/// object found (through `black_box`). The index's share of a render. Returns how many objects
+/// it found: four per combo of [`index`].
+fn follow_lookups(index: &Index) -> usize {
+    let mut found = 0;
+    for key in index.gateways().keys() {
+        let Some(gateway) = index.gateways().get(key) else { continue };
+        black_box(gateway.spec.listeners.len());
+        found += 1;
+        for route in index.referrers(ObjRefView::new(Kind::Gateway, key), Kind::UdpRoute) {
+            let Some(r) = index.udp_routes().get(route) else { continue };
+            found += 1;
+            let backends = r.spec.rules.iter().flat_map(|rule| &rule.backend_refs);
+            for backend in backends.filter_map(|b| backend_target(&route.namespace, b)) {
+                let Some(service) = index.services().get(&backend.key) else { continue };
+                black_box(service.spec.as_ref().map(|s| &s.cluster_ip));
+                found += 1;
+                for slice in index.referrers(backend.view(), Kind::EndpointSlice) {
+                    let Some(addresses) = index.endpoint_slices().get(slice) else { continue };
+                    black_box(addresses.addresses.len());
+                    found += 1;
+                }
+            }
+        }
+    }
+    found
+}
+
 /// The fixture of upstream's `BenchmarkRenderPipeline` (internal/renderer/render_benchmark_test.go,
 /// from internal/testutils): the shared class, config (realm, static auth, log level) and
 /// Dataplane, and per combo `i` in namespace `testnamespace-i`: a Gateway with a TURN-UDP and
@@ -220,10 +255,13 @@ fn main() {
         let flag = |f: &str| args.iter().any(|a| a == f);
         let index = if flag("--upstream") { upstream_index(n) } else { index(n) };
         let kept = flag("--kept");
+        let lookups = flag("--lookups");
         let started = Instant::now();
         let allocated = allocations(|| {
             for _ in 0..runs {
-                if kept {
+                if lookups {
+                    assert_eq!(follow_lookups(&index), 4 * n, "every combo's four objects are found");
+                } else if kept {
                     drop(black_box(render_all(&index, &settings, &now)));
                 } else {
                     let everything = index.everything();
@@ -232,8 +270,9 @@ fn main() {
             }
         });
         let rendered = (n * runs.max(1)) as f64;
+        let passes = if lookups { "lookup passes" } else { "renders" };
         println!(
-            "{n} combos, {runs} renders: {:.1} µs/gateway, {:.1} allocations/gateway",
+            "{n} combos, {runs} {passes}: {:.1} µs/gateway, {:.1} allocations/gateway",
             started.elapsed().as_secs_f64() * 1e6 / rendered,
             allocated as f64 / rendered
         );
@@ -243,6 +282,7 @@ fn main() {
     let (sizes, many): (&[usize], usize) = if full { (&[1, 8, 64, 512, 1024, 4096], 5000) } else { (&[1, 8], 50) };
     for &n in sizes {
         let index = index(n);
+        assert_eq!(follow_lookups(&index), 4 * n, "the lookups reach every combo's four objects");
         let allocated = allocations(|| drop(black_box(render_all(&index, &settings, &now))));
         let per_gateway = allocated as f64 / n as f64;
         assert!(n < 8 || per_gateway <= ALLOCATIONS_PER_GATEWAY, "{per_gateway} allocations per Gateway at N = {n}");
