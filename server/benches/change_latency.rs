@@ -74,19 +74,36 @@ async fn arrival_of(arrivals: &mut Arrivals, want: &str) -> Instant {
 }
 
 /// Drops what arrived so far; returns how many configs that was.
-fn drain(arrivals: &mut Arrivals) -> usize {
-    std::iter::from_fn(|| arrivals.try_recv().ok()).count()
+fn drain(arrivals: &mut Arrivals) -> Pushed {
+    let mut pushed = Pushed::default();
+    std::iter::from_fn(|| arrivals.try_recv().ok()).for_each(|(_, c)| pushed.add(&c));
+    pushed
+}
+
+/// Configs pushed to a watcher.
+#[derive(Debug, Default)]
+struct Pushed {
+    configs: usize,
+    /// Of them, the zero configs of a deleted config: the Gateway withdrawn.
+    withdrawn: usize,
+}
+
+impl Pushed {
+    fn add(&mut self, config: &StunnerConfig) {
+        self.configs += 1;
+        self.withdrawn += usize::from(config.is_deleted());
+    }
 }
 
 /// The configs that arrive until one has `want` as its password (included).
-async fn count_until(arrivals: &mut Arrivals, want: &str) -> usize {
+async fn count_until(arrivals: &mut Arrivals, want: &str) -> Pushed {
     let wait = async {
-        let mut n = 0;
+        let mut pushed = Pushed::default();
         loop {
             let (_, config) = arrivals.recv().await.expect("the watch stays open");
-            n += 1;
+            pushed.add(&config);
             if password(&config) == Some(want) {
-                return n;
+                return pushed;
             }
         }
     };
@@ -199,12 +216,13 @@ async fn burst(bin: &Path, label: &str, writes: usize) {
         write_password(&dir, &format!("burst-{i}"));
     }
     let took = started.elapsed();
-    let mut pushed = count_until(&mut arrivals, &format!("burst-{}", writes - 1)).await;
+    let until_last = count_until(&mut arrivals, &format!("burst-{}", writes - 1)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    pushed += drain(&mut arrivals);
+    let after = drain(&mut arrivals);
+    let (pushed, withdrawn) = (until_last.configs + after.configs, until_last.withdrawn + after.withdrawn);
     let renders = op.renders().await - before;
     println!(
-        "Burst, {label}, standalone: {writes} file writes in {:.2} s → {renders} renders, {pushed} configs pushed to the watcher",
+        "Burst, {label}, standalone: {writes} file writes in {:.2} s → {renders} renders, {pushed} configs pushed to the watcher, {withdrawn} of them withdrawing the Gateway",
         took.as_secs_f64()
     );
     drop(op);

@@ -47,6 +47,9 @@ pub type Loaded = BTreeMap<PathBuf, BTreeMap<ObjRef, Resource>>;
 pub struct Rescan {
     /// Files whose objects changed (added, edited or removed files).
     pub changed: Vec<PathBuf>,
+    /// Of `changed`, the files still there that held objects and now hold none: emptied, or
+    /// caught between an in-place writer's truncate and its write.
+    pub emptied: Vec<PathBuf>,
     /// Files that failed to load; their last good content was kept.
     pub errors: Vec<LoadError>,
     /// Documents skipped in the files that changed.
@@ -95,7 +98,10 @@ impl ManifestSet {
                         objects.push(Entry { object: object.clone(), line: origin.line, digest: resource.digest() });
                         by_ref.insert(object, resource);
                     }
-                    self.files.insert(path.clone(), FileState { text, objects });
+                    let held = self.files.insert(path.clone(), FileState { text, objects });
+                    if by_ref.is_empty() && held.is_some_and(|f| !f.objects.is_empty()) {
+                        result.emptied.push(path.clone());
+                    }
                     loaded.insert(path.clone(), by_ref);
                     result.changed.push(path);
                     result.skipped.extend(manifest.skipped);
@@ -174,6 +180,35 @@ mod tests {
         let (r, _) = set.rescan(&dir).unwrap();
         assert_eq!(r.changed, [dir.join("b.yml")]);
         assert_eq!(names(&set), ["a"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_left_without_any_of_its_objects_is_reported_emptied() {
+        let dir = tempdir();
+        let a = dir.join("a.yaml");
+        std::fs::write(&a, format!("{NAMESPACE}a\n---\n{NAMESPACE}b\n")).unwrap();
+        let mut set = ManifestSet::default();
+        assert!(set.rescan(&dir).unwrap().0.emptied.is_empty(), "a new file");
+
+        std::fs::write(&a, format!("{NAMESPACE}a\n")).unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
+        assert_eq!((r.changed.len(), r.emptied.len()), (1, 0), "one object left");
+
+        std::fs::write(&a, "").unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
+        assert_eq!((&r.changed, &r.emptied), (&vec![a.clone()], &vec![a.clone()]));
+        assert!(names(&set).is_empty());
+
+        std::fs::write(&a, "# nothing yet\n").unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
+        assert_eq!((r.changed.len(), r.emptied.len()), (1, 0), "it held nothing already");
+
+        std::fs::write(&a, format!("{NAMESPACE}a\n")).unwrap();
+        set.rescan(&dir).unwrap();
+        std::fs::remove_file(&a).unwrap();
+        let (r, _) = set.rescan(&dir).unwrap();
+        assert_eq!((r.changed.len(), r.emptied.len()), (1, 0), "a removed file is gone, not emptied");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
