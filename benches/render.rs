@@ -15,7 +15,10 @@
 //! cachegrind with two values of RUNS, the difference over the extra runs is the render's.
 //! `--lookups` follows, RUNS times, only the index lookups a render of each Gateway chains
 //! (its object, its routes, their backends, the backends' EndpointSlices), to set the index's
-//! share of a render apart from the rest.
+//! share of a render apart from the rest. `--every K` renders, RUNS times, only every K-th
+//! Gateway of the N (in key order; the set is made once, before the runs) and reports the time
+//! per Gateway rendered: what a render costs with the same index but a working set of N / K
+//! Gateways.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -167,6 +170,13 @@ fn follow_lookups(index: &Index) -> usize {
     found
 }
 
+/// Every `k`-th Gateway of the index, in key order, as the dirty set of a render (their routes
+/// come with them: a Gateway's render hands on its routes' statuses).
+fn every_kth_gateway(index: &Index, k: usize) -> Dirty {
+    assert!(k > 0, "--every K takes K >= 1");
+    Dirty { gateways: index.gateways().keys().step_by(k).cloned().collect(), ..Dirty::default() }
+}
+
 /// The fixture of upstream's `BenchmarkRenderPipeline` (internal/renderer/render_benchmark_test.go,
 /// from internal/testutils): the shared class, config (realm, static auth, log level) and
 /// Dataplane, and per combo `i` in namespace `testnamespace-i`: a Gateway with a TURN-UDP and
@@ -256,10 +266,16 @@ fn main() {
         let index = if flag("--upstream") { upstream_index(n) } else { index(n) };
         let kept = flag("--kept");
         let lookups = flag("--lookups");
+        let every = args.iter().position(|a| a == "--every").map(|j| {
+            let k: usize = args.get(j + 1).and_then(|a| a.parse().ok()).expect("usage: --every K");
+            every_kth_gateway(&index, k)
+        });
         let started = Instant::now();
         let allocated = allocations(|| {
             for _ in 0..runs {
-                if lookups {
+                if let Some(dirty) = &every {
+                    render_each(&index, dirty, &settings, &now, &mut Dropped);
+                } else if lookups {
                     assert_eq!(follow_lookups(&index), 4 * n, "every combo's four objects are found");
                 } else if kept {
                     drop(black_box(render_all(&index, &settings, &now)));
@@ -269,7 +285,7 @@ fn main() {
                 }
             }
         });
-        let rendered = (n * runs.max(1)) as f64;
+        let rendered = (every.as_ref().map_or(n, |d| d.gateways.len()) * runs.max(1)) as f64;
         let passes = if lookups { "lookup passes" } else { "renders" };
         println!(
             "{n} combos, {runs} {passes}: {:.1} µs/gateway, {:.1} allocations/gateway",
@@ -283,6 +299,13 @@ fn main() {
     for &n in sizes {
         let index = index(n);
         assert_eq!(follow_lookups(&index), 4 * n, "the lookups reach every combo's four objects");
+        let sparse = render(&index, &every_kth_gateway(&index, 4), &settings, &now);
+        let expected = n.div_ceil(4);
+        assert_eq!(
+            (sparse.gateways.len(), sparse.routes.len()),
+            (expected, expected),
+            "every 4th Gateway and its route"
+        );
         let allocated = allocations(|| drop(black_box(render_all(&index, &settings, &now))));
         let per_gateway = allocated as f64 / n as f64;
         assert!(n < 8 || per_gateway <= ALLOCATIONS_PER_GATEWAY, "{per_gateway} allocations per Gateway at N = {n}");
