@@ -326,6 +326,21 @@ mod tests {
         }
     }
 
+    /// A fresh directory named `name` holding the quickstart; the path and text of its
+    /// GatewayConfig's file.
+    fn quickstart_dir(name: &str) -> (PathBuf, PathBuf, String) {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/quickstart");
+        for f in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
+            std::fs::copy(quickstart.join(f), dir.join(f)).unwrap();
+        }
+        let path = dir.join("gatewayclass.yaml");
+        let class = std::fs::read_to_string(&path).unwrap();
+        (dir, path, class)
+    }
+
     /// 1,000 in-place rewrites of the GatewayConfig's file in 1 s, each seen the way a loaded
     /// machine sees it: the file is truncated before the previous write's close event is taken
     /// (a burst past `SETTLE_MAX` settles on that close, and its rescan reads the empty file),
@@ -335,15 +350,7 @@ mod tests {
     /// back, three renders each.
     #[tokio::test(start_paused = true)]
     async fn a_burst_of_in_place_rewrites_never_serves_a_half_written_file_and_renders_once() {
-        let dir = std::env::temp_dir().join(format!("run-burst-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/quickstart");
-        for f in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
-            std::fs::copy(quickstart.join(f), dir.join(f)).unwrap();
-        }
-        let path = dir.join("gatewayclass.yaml");
-        let class = std::fs::read_to_string(&path).unwrap();
+        let (dir, path, class) = quickstart_dir("run-burst");
 
         let sink =
             Arc::new(Withdrawals { store: ConfigStore::new(CdsMetrics::default()), deleted: AtomicUsize::new(0) });
