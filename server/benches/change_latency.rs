@@ -73,7 +73,7 @@ async fn arrival_of(arrivals: &mut Arrivals, want: &str) -> Instant {
     tokio::time::timeout(TIMEOUT, wait).await.unwrap_or_else(|_| panic!("no config with password {want}"))
 }
 
-/// Drops what arrived so far; returns how many configs that was.
+/// Drops what arrived so far; returns what that was.
 fn drain(arrivals: &mut Arrivals) -> Pushed {
     let mut pushed = Pushed::default();
     std::iter::from_fn(|| arrivals.try_recv().ok()).for_each(|(_, c)| pushed.add(&c));

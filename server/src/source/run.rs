@@ -13,7 +13,7 @@
 //! in-place writer empties its file as it opens it, and the kernel reports that only once the
 //! truncate is done, so a rescan can read the empty file before any event says a write began
 //! (measured, BENCHMARKS.md: 1,000 in-place rewrites in 1 s by a busy writer on a loaded
-//! machine withdrew the Gateway and put it back 1 to 3 times in 15 bursts out of 16). Rescans
+//! machine withdrew the Gateway and put it back 1 to 3 times in each of 6 bursts). Rescans
 //! interrupted without pause are handed on after [`INTERRUPTED_MAX`] all the same, so a file
 //! rewritten forever is still served. When the directory itself is removed, the last objects
 //! stay in force, `/readyz` fails and says why, and the directory is looked for until it is
@@ -240,7 +240,8 @@ impl Follower {
         self.interrupted_since = None;
         let left = |since: &Instant| (*since + EMPTIED_CONFIRM).saturating_duration_since(now);
         if let Some(left) = self.emptied.values().map(left).max().filter(|l| !l.is_zero()) {
-            tracing::debug!(dir, ?left, "a file lost all its objects; waiting to see it stay so");
+            let files: Vec<_> = self.emptied.keys().map(|p| p.display().to_string()).collect();
+            tracing::debug!(?files, ?left, "files lost all their objects; waiting to see them stay so");
             return Scan::Held(left);
         }
         self.emptied.clear();
@@ -417,15 +418,7 @@ mod tests {
     /// `EMPTIED_CONFIRM`.
     #[tokio::test(start_paused = true)]
     async fn a_file_read_empty_loses_its_objects_only_once_it_stays_empty() {
-        let dir = std::env::temp_dir().join(format!("run-emptied-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/quickstart");
-        for f in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
-            std::fs::copy(quickstart.join(f), dir.join(f)).unwrap();
-        }
-        let path = dir.join("gatewayclass.yaml");
-        let class = std::fs::read_to_string(&path).unwrap();
+        let (dir, path, class) = quickstart_dir("run-emptied");
         let (tx, mut rx) = mpsc::channel(8);
         let (_feed, _settled, writes) = watcher::settling();
         let mut follower = Follower::new(FileSource::new(&dir).unwrap(), tx);
