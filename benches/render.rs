@@ -18,7 +18,12 @@
 //! share of a render apart from the rest. `--every K` renders, RUNS times, only every K-th
 //! Gateway of the N (in key order; the set is made once, before the runs) and reports the time
 //! per Gateway rendered: what a render costs with the same index but a working set of N / K
-//! Gateways.
+//! Gateways. `--objects K` builds each combo of its first K objects only (1: the Gateway
+//! alone, 2: with its route, 3: with the route's Service; 4, the default, the whole combo), so
+//! that what each object adds to a render can be told apart. `--cold` writes a buffer twice the size of the last-level cache before each run
+//! and times the renders only: each render then reads the index from memory, as the
+//! operator's renders do once other work has passed through the caches since the last one,
+//! where back-to-back runs find a small index still in the caches.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -108,6 +113,17 @@ impl RenderSink for Dropped {
 
 /// An index with the shared class, config and dataplane plus `n` combos.
 fn index(n: usize) -> Index {
+    index_of(n, COMBO_OBJECTS)
+}
+
+/// The objects of a combo, in the order [`index_of`] makes them.
+const COMBO_OBJECTS: usize = 4;
+
+/// An index with the shared class, config and dataplane plus `n` combos of their first
+/// `objects` objects: 1 the Gateway alone, 2 with its UDPRoute, 3 with the route's backend
+/// Service, 4 with that Service's EndpointSlice (a whole combo).
+fn index_of(n: usize, objects: usize) -> Index {
+    assert!((1..=COMBO_OBJECTS).contains(&objects), "a combo has 1 to {COMBO_OBJECTS} objects");
     let mut index = Index::new();
     let shared = [
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "class"},
@@ -121,21 +137,26 @@ fn index(n: usize) -> Index {
         index.apply(object(v));
     }
     for i in 0..n {
-        index.apply(object(json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": format!("gw-{i}"), "namespace": "bench"},
-            "spec": {"gatewayClassName": "class", "listeners": [{"name": "udp", "protocol": "TURN-UDP", "port": 3478}]}
-        })));
-        index.apply(object(json!({
-            "apiVersion": "stunner.l7mp.io/v1", "kind": "UDPRoute",
-            "metadata": {"name": format!("route-{i}"), "namespace": "bench"},
-            "spec": {"parentRefs": [{"name": format!("gw-{i}")}], "rules": [{"backendRefs": [{"name": format!("svc-{i}")}]}]}
-        })));
-        index.apply(object(json!({
-            "apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("svc-{i}"), "namespace": "bench"},
-            "spec": {"clusterIP": format!("172.16.{}.{}", i / 256, i % 256)}
-        })));
-        index.apply(slice(i, 1));
+        let combo = [
+            object(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": format!("gw-{i}"), "namespace": "bench"},
+                "spec": {"gatewayClassName": "class", "listeners": [{"name": "udp", "protocol": "TURN-UDP", "port": 3478}]}
+            })),
+            object(json!({
+                "apiVersion": "stunner.l7mp.io/v1", "kind": "UDPRoute",
+                "metadata": {"name": format!("route-{i}"), "namespace": "bench"},
+                "spec": {"parentRefs": [{"name": format!("gw-{i}")}], "rules": [{"backendRefs": [{"name": format!("svc-{i}")}]}]}
+            })),
+            object(json!({
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("svc-{i}"), "namespace": "bench"},
+                "spec": {"clusterIP": format!("172.16.{}.{}", i / 256, i % 256)}
+            })),
+            slice(i, 1),
+        ];
+        for o in combo.into_iter().take(objects) {
+            index.apply(o);
+        }
     }
     index
 }
@@ -168,6 +189,19 @@ fn follow_lookups(index: &Index) -> usize {
         }
     }
     found
+}
+
+/// Twice the last-level cache of the machines the figures come from (32 MiB): writing this
+/// many bytes leaves none of the index in any cache.
+const EVICTION_BYTES: usize = 64 << 20;
+
+/// Writes every cache line of `buffer`, so that the next render finds the index in memory, not
+/// in a cache, as a render does after the operator has done other work since the last one.
+fn evict_caches(buffer: &mut [u8]) {
+    for line in buffer.chunks_mut(64) {
+        line[0] = line[0].wrapping_add(1);
+    }
+    black_box(buffer);
 }
 
 /// Every `k`-th Gateway of the index, in key order, as the dirty set of a render (their routes
@@ -255,6 +289,12 @@ fn measure(mut f: impl FnMut()) -> Duration {
     start.elapsed() / runs
 }
 
+/// The number given after the flag `name`, if the flag is there.
+fn number_after(args: &[String], name: &str) -> Option<usize> {
+    let at = args.iter().position(|a| a == name)?;
+    Some(args.get(at + 1).and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("usage: {name} <number>")))
+}
+
 fn main() {
     let settings = RenderSettings::default();
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2024-01-01T00:00:00Z".parse().unwrap());
@@ -263,33 +303,37 @@ fn main() {
         let arg = |j: usize| args.get(i + j).and_then(|a| a.parse().ok()).expect("usage: --profile N RUNS");
         let (n, runs): (usize, usize) = (arg(1), arg(2));
         let flag = |f: &str| args.iter().any(|a| a == f);
-        let index = if flag("--upstream") { upstream_index(n) } else { index(n) };
+        let objects = number_after(&args, "--objects").unwrap_or(COMBO_OBJECTS);
+        let index = if flag("--upstream") { upstream_index(n) } else { index_of(n, objects) };
         let kept = flag("--kept");
         let lookups = flag("--lookups");
-        let every = args.iter().position(|a| a == "--every").map(|j| {
-            let k: usize = args.get(j + 1).and_then(|a| a.parse().ok()).expect("usage: --every K");
-            every_kth_gateway(&index, k)
-        });
-        let started = Instant::now();
+        let every = number_after(&args, "--every").map(|k| every_kth_gateway(&index, k));
+        let mut evicted = flag("--cold").then(|| vec![0u8; EVICTION_BYTES]);
+        let mut elapsed = Duration::ZERO;
         let allocated = allocations(|| {
             for _ in 0..runs {
+                if let Some(buffer) = &mut evicted {
+                    evict_caches(buffer);
+                }
+                let started = Instant::now();
                 if let Some(dirty) = &every {
                     render_each(&index, dirty, &settings, &now, &mut Dropped);
                 } else if lookups {
-                    assert_eq!(follow_lookups(&index), 4 * n, "every combo's four objects are found");
+                    assert_eq!(follow_lookups(&index), objects * n, "every combo's objects are found");
                 } else if kept {
                     drop(black_box(render_all(&index, &settings, &now)));
                 } else {
                     let everything = index.everything();
                     render_each(&index, &everything, &settings, &now, &mut Dropped);
                 }
+                elapsed += started.elapsed();
             }
         });
         let rendered = (every.as_ref().map_or(n, |d| d.gateways.len()) * runs.max(1)) as f64;
         let passes = if lookups { "lookup passes" } else { "renders" };
         println!(
             "{n} combos, {runs} {passes}: {:.1} µs/gateway, {:.1} allocations/gateway",
-            started.elapsed().as_secs_f64() * 1e6 / rendered,
+            elapsed.as_secs_f64() * 1e6 / rendered,
             allocated as f64 / rendered
         );
         return;
@@ -306,6 +350,11 @@ fn main() {
             (expected, expected),
             "every 4th Gateway and its route"
         );
+        for objects in 1..COMBO_OBJECTS {
+            let partial = render_all(&index_of(n, objects), &settings, &now);
+            let routes = if objects > 1 { n } else { 0 };
+            assert_eq!((partial.gateways.len(), partial.routes.len()), (n, routes), "combos of {objects} objects");
+        }
         let allocated = allocations(|| drop(black_box(render_all(&index, &settings, &now))));
         let per_gateway = allocated as f64 / n as f64;
         assert!(n < 8 || per_gateway <= ALLOCATIONS_PER_GATEWAY, "{per_gateway} allocations per Gateway at N = {n}");
