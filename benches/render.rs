@@ -18,12 +18,13 @@
 //! share of a render apart from the rest. `--every K` renders, RUNS times, only every K-th
 //! Gateway of the N (in key order; the set is made once, before the runs) and reports the time
 //! per Gateway rendered: what a render costs with the same index but a working set of N / K
-//! Gateways. `--objects K` builds each combo of its first K objects only (1: the Gateway
-//! alone, 2: with its route, 3: with the route's Service; 4, the default, the whole combo), so
-//! that what each object adds to a render can be told apart. `--cold` writes a buffer twice the size of the last-level cache before each run
-//! and times the renders only: each render then reads the index from memory, as the
-//! operator's renders do once other work has passed through the caches since the last one,
-//! where back-to-back runs find a small index still in the caches.
+//! Gateways. `--objects K` builds each combo of the benchmark's own fixture (not `--upstream`)
+//! of its first K objects only (1: the Gateway alone, 2: with its route, 3: with the route's
+//! Service; 4, the default, the whole combo), so that what each object adds to a render can be
+//! told apart. `--cold` writes a buffer twice the size of the last-level cache before each run
+//! and times the runs only: each render then reads the index from memory, as the operator's
+//! renders do once other work has passed through the caches since the last one, where
+//! back-to-back runs find a small index still in the caches.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
