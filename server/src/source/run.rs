@@ -223,13 +223,14 @@ impl Follower {
         };
         self.withhold(changes);
         let now = Instant::now();
+        // A changed file is no longer emptied, unless it still is: then since when it was. Two
+        // passes, not a search of `emptied` per changed file (thousands of files may change).
+        let still_emptied: Vec<_> =
+            report.emptied.iter().map(|p| (p.clone(), self.emptied.get(p).copied().unwrap_or(now))).collect();
         for path in &report.changed {
-            if report.emptied.contains(path) {
-                self.emptied.entry(path.clone()).or_insert(now);
-            } else {
-                self.emptied.remove(path);
-            }
+            self.emptied.remove(path);
         }
+        self.emptied.extend(still_emptied);
         if !writes.settled() {
             let since = *self.interrupted_since.get_or_insert(now);
             if now - since < INTERRUPTED_MAX {
