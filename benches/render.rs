@@ -309,11 +309,11 @@ fn main() {
         let kept = flag("--kept");
         let lookups = flag("--lookups");
         let every = number_after(&args, "--every").map(|k| every_kth_gateway(&index, k));
-        let mut evicted = flag("--cold").then(|| vec![0u8; EVICTION_BYTES]);
+        let mut eviction = flag("--cold").then(|| vec![0u8; EVICTION_BYTES]);
         let mut elapsed = Duration::ZERO;
         let allocated = allocations(|| {
             for _ in 0..runs {
-                if let Some(buffer) = &mut evicted {
+                if let Some(buffer) = &mut eviction {
                     evict_caches(buffer);
                 }
                 let started = Instant::now();
@@ -343,7 +343,7 @@ fn main() {
     let (sizes, many): (&[usize], usize) = if full { (&[1, 8, 64, 512, 1024, 4096], 5000) } else { (&[1, 8], 50) };
     for &n in sizes {
         let index = index(n);
-        assert_eq!(follow_lookups(&index), 4 * n, "the lookups reach every combo's four objects");
+        assert_eq!(follow_lookups(&index), COMBO_OBJECTS * n, "the lookups reach every combo's four objects");
         let sparse = render(&index, &every_kth_gateway(&index, 4), &settings, &now);
         let expected = n.div_ceil(4);
         assert_eq!(
