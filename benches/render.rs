@@ -24,7 +24,8 @@
 //! told apart. `--cold` writes a buffer twice the size of the last-level cache before each run
 //! and times the runs only: each render then reads the index from memory, as the operator's
 //! renders do once other work has passed through the caches since the last one, where
-//! back-to-back runs find a small index still in the caches.
+//! back-to-back runs find a small index still in the caches. `--standalone` renders with standalone
+//! mode's settings (no Deployment where the index holds none, as in every combo here).
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -307,6 +308,8 @@ fn main() {
         let objects = number_after(&args, "--objects").unwrap_or(COMBO_OBJECTS);
         let index = if flag("--upstream") { upstream_index(n) } else { index_of(n, objects) };
         let kept = flag("--kept");
+        // Standalone mode's settings: no Deployment rendered where the index holds none.
+        let settings = RenderSettings { held_deployments_only: flag("--standalone"), ..settings };
         let lookups = flag("--lookups");
         let every = number_after(&args, "--every").map(|k| every_kth_gateway(&index, k));
         let mut eviction = flag("--cold").then(|| vec![0u8; EVICTION_BYTES]);

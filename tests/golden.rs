@@ -45,6 +45,8 @@ impl CaseSettings {
             label_filter: c.label_filter.unwrap_or(d.label_filter),
             finalizing: c.finalize,
             enforce_reference_grants: c.enforce_reference_grants,
+            // Golden cases render as in a cluster: upstream's renderer has no standalone mode.
+            held_deployments_only: d.held_deployments_only,
         }
     }
 }

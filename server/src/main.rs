@@ -138,6 +138,8 @@ fn render_settings(args: &Args, cluster_namespace: Option<&str>) -> RenderSettin
         label_filter: args.label_filter(),
         finalizing: false,
         enforce_reference_grants: args.enforce_reference_grants,
+        // Standalone mode runs no dataplane: only a Deployment of the manifests takes ours.
+        held_deployments_only: cluster_namespace.is_none(),
     }
 }
 

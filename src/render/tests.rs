@@ -356,6 +356,29 @@ fn daemon_sets_are_asked_gone_with_every_deployment_upsert() {
     assert!(out.gateways[&key].delete_daemon_set, "also once the Deployment exists");
 }
 
+/// Standalone mode renders a Gateway's Deployment only where the index holds one, to merge
+/// into; the rest of the Gateway's output is the same as in a cluster.
+#[test]
+fn held_deployments_only_renders_the_deployments_the_index_holds() {
+    let mut index = index_of(BASE);
+    let standalone = RenderSettings { held_deployments_only: true, ..Default::default() };
+    let (gw, gw_2) = (ObjectKey::new("ns", "gw"), ObjectKey::new("ns", "gw-2"));
+    let in_cluster = render_all(&index, &RenderSettings::default(), &now());
+    let (deployment, _) = deployment_of(&in_cluster, "gw");
+    let alone = render_all(&index, &standalone, &now());
+    for key in [&gw, &gw_2] {
+        let (cluster, standalone) = (&in_cluster.gateways[key], &alone.gateways[key]);
+        assert_eq!((&standalone.deployment, standalone.delete_daemon_set), (&Owned::Keep, false), "none held");
+        let same = |o: &GatewayOutput| (o.config.clone(), o.status.clone(), o.service.clone());
+        assert_eq!(same(standalone), same(cluster), "the rest as in a cluster");
+    }
+
+    let dirty = index.apply(Resource::Deployment(Box::new(deployment.clone())));
+    let out = render(&index, &dirty, &standalone, &now());
+    assert_eq!(out.gateways[&gw].deployment, Owned::Apply(deployment), "held: rendered, as in a cluster");
+    assert!(!out.gateways.contains_key(&gw_2), "only the Gateway of the held Deployment is dirty");
+}
+
 /// Every STUNner operator labels its objects the same way: a second operator (another
 /// `--controller-name`) must not delete the dataplane of a Gateway that is not its own, and
 /// the operator that made them still does once the Gateway's class is no longer its.

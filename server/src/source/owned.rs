@@ -137,7 +137,15 @@ impl OwnedObjects {
                 self.last_applied.remove(&r);
                 index.contains(&r).then_some(Change::Delete(r))
             }
-            Owned::Keep => None,
+            Owned::Keep => {
+                // Left alone (standalone mode renders no Deployment where the manifests hold
+                // none): a record of an object that is gone would be merged, as what the
+                // operator set, into the next one the manifests bring.
+                if !index.contains(&r) {
+                    self.last_applied.remove(&r);
+                }
+                None
+            }
         }
     }
 }
@@ -270,6 +278,30 @@ mod tests {
         apply(&mut owned, &mut index, Kind::Deployment, ours.clone(), Index::deployments);
         assert!(index.deployments().is_empty(), "the manifests' one is gone: ours is not kept either");
         assert!(owned.last_applied.is_empty());
+    }
+
+    /// Standalone mode renders a Deployment only where the manifests hold one: once they drop
+    /// it, the render leaves it alone, and what was applied to the one gone is forgotten.
+    #[test]
+    fn a_deployment_left_alone_once_the_manifests_drop_theirs_is_forgotten() {
+        let mut owned = OwnedObjects::default();
+        let mut index = Index::new();
+        let key = ObjectKey::new("ns", "gw");
+        let r = ObjRef::new(Kind::Deployment, key.clone());
+        let theirs = Deployment { metadata: meta(&[("theirs", "x")]), ..Default::default() };
+        index.apply(theirs.into());
+        let ours = Deployment { metadata: meta(&[("mine", "1")]), ..Default::default() };
+        assert!(apply(&mut owned, &mut index, Kind::Deployment, ours, Index::deployments), "merged");
+        let keep = |owned: &mut OwnedObjects, index: &Index| {
+            owned.change(index, &Owned::<Deployment>::Keep, Kind::Deployment, &key, |i| i.deployments().get(&key))
+        };
+        assert!(keep(&mut owned, &index).is_none(), "left alone: no change");
+        assert!(owned.last_applied.contains_key(&r), "still held: the record stays");
+
+        owned.before_outside_change(&index, &Change::Delete(r.clone()));
+        index.delete(Kind::Deployment, "ns", "gw");
+        assert!(keep(&mut owned, &index).is_none());
+        assert!(owned.last_applied.is_empty(), "gone: nothing is kept of it");
     }
 
     /// What was applied is kept between applies (as the stored object while no one else set a
