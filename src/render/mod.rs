@@ -320,12 +320,12 @@ fn managed_gateway<'a>(
         .as_ref()
         .and_then(|a| a.get(DISABLE_MANAGED_DATAPLANE))
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let held = || index.deployments().get(key).is_some();
+    let held = index.deployments().get(key);
     let deployment = match ready.dataplane {
-        Some(_) if !disabled && settings.held_deployments_only && !held() => Owned::Keep,
+        Some(_) if !disabled && settings.held_deployments_only && held.is_none() => Owned::Keep,
         Some(dp) if !disabled => {
             let mut deployment = deployment::render(key, gw, dp, settings);
-            adopt::keep_foreign_origin(&mut deployment, index.deployments().get(key), &config);
+            adopt::keep_foreign_origin(&mut deployment, held, &config);
             Owned::Apply(deployment)
         }
         _ => Owned::Delete,
