@@ -3,7 +3,9 @@
 //!
 //! - full render of N combos (Gateway + UDPRoute + Service + EndpointSlice each), each Gateway's
 //!   output handed on as it is rendered and dropped (`render_each`, as the operator publishes in
-//!   cluster mode), and the same render kept whole (`render_all`, as tests and standalone mode);
+//!   cluster mode), the same render kept whole (`render_all`, as tests do), and both again once
+//!   the operator's own objects settled in the index (`--settled`), handed on and as standalone
+//!   mode renders (`--standalone`);
 //! - the same on the fixture of upstream's `BenchmarkRenderPipeline` (N = 1 ... 512), for
 //!   scripts/bench-go to set beside upstream's own figures;
 //! - incremental: one EndpointSlice change among 5,000 Gateways renders only its Gateway.
@@ -24,11 +26,16 @@
 //! told apart. `--cold` writes a buffer twice the size of the last-level cache before each run
 //! and times the runs only: each render then reads the index from memory, as the operator's
 //! renders do once other work has passed through the caches since the last one, where
-//! back-to-back runs find a small index still in the caches. `--standalone` renders with standalone
-//! mode's settings (no Deployment where the index holds none, as in every combo here).
+//! back-to-back runs find a small index still in the caches. `--settled` first makes the index
+//! what the operator holds once a render's own objects came back (each Gateway's Service and
+//! Deployment in it as rendered), so that the renders read them as the operator's later renders
+//! do. `--standalone` renders as standalone mode does: with its settings (no Deployment where
+//! the index holds none, as in every combo here) and, unless `--kept`, through its sink, which
+//! holds a Gateway's output while its Service would change the index (every Gateway of an index
+//! not `--settled`, none of a settled one) and hands every other on.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -111,6 +118,64 @@ impl RenderSink for Dropped {
     fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
         black_box((key, config_map));
     }
+}
+
+/// Standalone mode's sink (`server/src/reconcile/settle.rs`): a Gateway's output is held while
+/// its Service is not in the index as rendered (the operator's rule where no manifest holds
+/// the Service, as here), for the next pass; every other result is handed on and dropped. On a
+/// [`settle`]d index nothing is held.
+struct Settling<'i> {
+    index: &'i Index,
+    held: Vec<(ObjectKey, GatewayOutput)>,
+}
+
+impl RenderSink for Settling<'_> {
+    fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
+        let in_place = match &output.service {
+            Owned::Apply(service) => self.index.services().get(&key) == Some(service),
+            Owned::Delete => !self.index.services().contains_key(&key),
+            Owned::Keep => true,
+        };
+        if in_place {
+            black_box((key, output));
+        } else {
+            self.held.push((key, output));
+        }
+    }
+
+    fn route(&mut self, route: ObjRef, status: UdpRouteStatus) {
+        Dropped.route(route, status);
+    }
+
+    fn class(&mut self, name: String, status: GatewayClassStatus) {
+        Dropped.class(name, status);
+    }
+
+    fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
+        Dropped.config_map(key, config_map);
+    }
+}
+
+/// Makes `index` what the operator holds once a render's own objects came back: each Gateway's
+/// Service and Deployment as rendered with `settings` (in cluster mode the watchers bring them
+/// back; standalone mode applies them itself, and renders no Deployment here). A render of the
+/// settled index reads them, as the operator's later renders do.
+fn settle(index: &mut Index, settings: &RenderSettings, now: &Time) {
+    for gw in render_all(index, settings, now).gateways.into_values() {
+        if let Owned::Apply(service) = gw.service {
+            index.apply(service.into());
+        }
+        if let Owned::Apply(deployment) = gw.deployment {
+            index.apply(deployment.into());
+        }
+    }
+}
+
+/// Renders every Gateway of `index` as standalone mode does (its sink); returns how many it held.
+fn render_standalone(index: &Index, settings: &RenderSettings, now: &Time) -> usize {
+    let mut settling = Settling { index, held: Vec::new() };
+    render_each(index, &index.everything(), settings, now, &mut settling);
+    settling.held.len()
 }
 
 /// An index with the shared class, config and dataplane plus `n` combos.
@@ -299,17 +364,22 @@ fn number_after(args: &[String], name: &str) -> Option<usize> {
 
 fn main() {
     let settings = RenderSettings::default();
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2024-01-01T00:00:00Z".parse().unwrap());
+    let now = Time("2024-01-01T00:00:00Z".parse().unwrap());
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--profile") {
         let arg = |j: usize| args.get(i + j).and_then(|a| a.parse().ok()).expect("usage: --profile N RUNS");
         let (n, runs): (usize, usize) = (arg(1), arg(2));
         let flag = |f: &str| args.iter().any(|a| a == f);
         let objects = number_after(&args, "--objects").unwrap_or(COMBO_OBJECTS);
-        let index = if flag("--upstream") { upstream_index(n) } else { index_of(n, objects) };
+        let mut index = if flag("--upstream") { upstream_index(n) } else { index_of(n, objects) };
         let kept = flag("--kept");
         // Standalone mode's settings: no Deployment rendered where the index holds none.
-        let settings = RenderSettings { held_deployments_only: flag("--standalone"), ..settings };
+        let standalone = flag("--standalone");
+        let settings = RenderSettings { held_deployments_only: standalone, ..settings };
+        if flag("--settled") {
+            settle(&mut index, &settings, &now);
+        }
+        let index = index;
         let lookups = flag("--lookups");
         let every = number_after(&args, "--every").map(|k| every_kth_gateway(&index, k));
         let mut eviction = flag("--cold").then(|| vec![0u8; EVICTION_BYTES]);
@@ -326,6 +396,8 @@ fn main() {
                     assert_eq!(follow_lookups(&index), objects * n, "every combo's objects are found");
                 } else if kept {
                     drop(black_box(render_all(&index, &settings, &now)));
+                } else if standalone {
+                    black_box(render_standalone(&index, &settings, &now));
                 } else {
                     let everything = index.everything();
                     render_each(&index, &everything, &settings, &now, &mut Dropped);
@@ -367,12 +439,26 @@ fn main() {
             render_each(&index, &everything, &settings, &now, &mut Dropped);
         });
         let kept = measure(|| drop(black_box(render_all(&index, &settings, &now))));
+        let mut settled = index;
+        settle(&mut settled, &settings, &now);
+        let handed_on_settled = measure(|| {
+            let everything = settled.everything();
+            render_each(&settled, &everything, &settings, &now, &mut Dropped);
+        });
+        let standalone_settings = RenderSettings { held_deployments_only: true, ..settings.clone() };
+        let mut settled = index_of(n, COMBO_OBJECTS);
+        settle(&mut settled, &standalone_settings, &now);
+        let standalone = measure(|| {
+            assert_eq!(render_standalone(&settled, &standalone_settings, &now), 0, "nothing held once settled");
+        });
         let micros = |t: Duration| t.as_secs_f64() * 1e6 / n as f64;
         println!(
-            "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway handed on; kept whole: {:.1} µs/gateway; {:.1} allocations/gateway)",
+            "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway handed on; kept whole: {:.1} µs/gateway; settled: {:.1} µs/gateway handed on, {:.1} standalone; {:.1} allocations/gateway)",
             streamed.as_secs_f64() * 1e3,
             micros(streamed),
             micros(kept),
+            micros(handed_on_settled),
+            micros(standalone),
             per_gateway
         );
     }

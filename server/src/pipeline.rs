@@ -14,7 +14,7 @@ use crate::status::StatusBoard;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
-use stunner_gateway::index::{Kind, ObjRef, Resource};
+use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, Resource};
 
 /// One change a source asks of the index.
 #[derive(Debug, Clone)]
@@ -37,6 +37,14 @@ impl Change {
         match self {
             Change::Apply(r) => (ObjRef::new(r.kind(), r.key()), Some(r)),
             Change::Delete(r) => (r.clone(), None),
+        }
+    }
+
+    /// Makes the change in `index`; returns what it made dirty.
+    pub fn apply_to(self, index: &mut Index) -> Dirty {
+        match self {
+            Change::Apply(resource) => index.apply(resource),
+            Change::Delete(r) => index.delete(r.kind, &r.key.namespace, &r.key.name),
         }
     }
 }

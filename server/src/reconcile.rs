@@ -17,6 +17,7 @@ mod coalesce;
 mod publish;
 mod render;
 mod service_wait;
+mod settle;
 mod statuses;
 #[cfg(test)]
 mod tests;
@@ -164,13 +165,10 @@ impl Reconciler {
                     let controller = Controller::of(kind);
                     self.outputs.metrics.set_active(controller, true);
                     let started = std::time::Instant::now();
-                    let dirty = match change {
-                        Change::Apply(resource) => self.index.apply(resource),
-                        Change::Delete(r) => {
-                            self.forget_status(&r);
-                            self.index.delete(r.kind, &r.key.namespace, &r.key.name)
-                        }
-                    };
+                    if let Change::Delete(r) = &change {
+                        self.forget_status(r);
+                    }
+                    let dirty = change.apply_to(&mut self.index);
                     self.dirty.merge(dirty);
                     self.outputs.metrics.reconciled(controller, started.elapsed());
                     self.outputs.metrics.set_active(controller, false);

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey};
-use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderOutput, RenderSink};
+use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderSink};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
 /// Where a render's results go.
@@ -45,15 +45,6 @@ impl Reconciler {
 }
 
 impl Publisher<'_> {
-    /// Publishes everything a render kept.
-    pub fn all(&mut self, output: RenderOutput) {
-        let RenderOutput { gateways, config_maps, routes, classes } = output;
-        gateways.into_iter().for_each(|(key, gw)| self.gateway(key, gw));
-        routes.into_iter().for_each(|(r, status)| self.route(r, status));
-        classes.into_iter().for_each(|(name, status)| self.class(name, status));
-        config_maps.into_iter().for_each(|(key, cm)| self.config_map(key, cm));
-    }
-
     fn submit(&self, ops: impl IntoIterator<Item = (ops::Target, ops::Op)>) {
         if let Some(writer) = &self.outputs.writer {
             writer.submit_ops(ops, self.index);

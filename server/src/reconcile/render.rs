@@ -1,16 +1,17 @@
 //! The render pass. In cluster mode each Gateway's results are published as soon as it is
 //! rendered (the operator's own objects come back through the watchers, as later changes). In
 //! standalone mode the render runs again while the operator's own objects, applied to the index,
-//! make more of it dirty, and only the settled result is published.
+//! make more of it dirty, and only a Gateway's settled result is published ([`super::settle`]).
 
 use super::Reconciler;
 use super::publish::Publisher;
+use super::settle::{Held, Settling};
 use crate::metrics::unix_now;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::time::Duration;
 use stunner_gateway::index::{Dirty, ObjRef, ObjectKey};
-use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, RenderSink, render, render_each};
+use stunner_gateway::render::{GatewayOutput, Owned, RenderSink, render_each};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
 /// Renders caused by the operator's own objects coming back, per window: they settle in one
@@ -54,31 +55,38 @@ impl Reconciler {
         self.end_pass(pass, &dirty, publishing);
     }
 
-    /// Passes until the operator's own objects stop making anything dirty; publishes the last
-    /// result of each object.
+    /// Passes until the operator's own objects stop making anything dirty. Each Gateway is
+    /// published once its own objects are in the index as rendered; see [`Settling`].
     fn render_settled(&mut self) {
-        // Only the last pass's result counts for what it rendered again: earlier ones are
-        // never published (standalone mode's own objects settle in the later passes).
-        let mut settled = RenderOutput::default();
+        let mut held = Held::new();
         for _ in 0..MAX_PASSES {
             if self.dirty.is_empty() {
                 break;
             }
             let dirty = std::mem::take(&mut self.dirty);
-            // This pass renders each of them again (every dirty Gateway has an output): what an
-            // earlier pass made of them goes first, so that two renders of every Gateway are
-            // never held at once (at start-up, the operator's heap peak).
-            for key in &dirty.gateways {
-                settled.gateways.remove(key);
-            }
             let pass = self.begin_pass();
-            let output = render(&self.index, &dirty, &self.settings, &pass.now);
-            self.end_pass(pass, &dirty, Duration::ZERO);
-            let dirty = self.owned.apply(&mut self.index, &output);
-            self.dirty.merge(dirty);
-            supersede(&mut settled, output);
+            let mut publisher =
+                Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
+            let mut settling = Settling {
+                owned: &mut self.owned,
+                index: &self.index,
+                publisher: &mut publisher,
+                held: &mut held,
+                changes: Vec::new(),
+            };
+            let mut timed = Timed { inner: &mut settling, spent: Duration::ZERO };
+            render_each(&self.index, &dirty, &self.settings, &pass.now, &mut timed);
+            let publishing = timed.spent;
+            let changes = settling.changes;
+            self.end_pass(pass, &dirty, publishing);
+            for change in changes {
+                self.dirty.merge(change.apply_to(&mut self.index));
+            }
         }
-        self.publisher().all(settled);
+        // Held and not rendered again (the changes made nothing dirty, or the passes ran out):
+        // as the last pass left them.
+        let mut publisher = self.publisher();
+        held.into_iter().for_each(|(key, gw)| publisher.gateway(key, gw));
     }
 
     fn begin_pass(&mut self) -> Pass {
@@ -135,12 +143,4 @@ impl RenderSink for Timed<'_> {
     fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
         self.time(|sink| sink.config_map(key, config_map));
     }
-}
-
-/// Lets a later pass's results replace an earlier pass's for the same objects.
-fn supersede(settled: &mut RenderOutput, later: RenderOutput) {
-    settled.gateways.extend(later.gateways);
-    settled.config_maps.extend(later.config_maps);
-    settled.routes.extend(later.routes);
-    settled.classes.extend(later.classes);
 }

@@ -68,6 +68,21 @@ impl ConfigSink for Recorder {
     }
 }
 
+/// The render loop's outputs, the configs recorded; standalone mode without a writer.
+fn outputs(writer: Option<Writer>) -> (Outputs, Arc<Recorder>) {
+    let sink = Arc::new(Recorder { store: ConfigStore::new(CdsMetrics::default()), published: Default::default() });
+    let outputs = Outputs {
+        store: sink.clone(),
+        statuses: Arc::default(),
+        metrics: OperatorMetrics::default(),
+        readiness: Readiness::default(),
+        apply_owned_to_index: writer.is_none(),
+        writer,
+        nodes: NodeFeed::new(Arc::default()),
+    };
+    (outputs, sink)
+}
+
 struct Loop {
     tx: mpsc::Sender<Input>,
     /// Cluster mode: the writer's queue, never written from.
@@ -91,16 +106,7 @@ impl Loop {
 
     fn start_with(writer: Option<Writer>) -> Loop {
         let (tx, rx) = mpsc::channel(64);
-        let sink = Arc::new(Recorder { store: ConfigStore::new(CdsMetrics::default()), published: Default::default() });
-        let outputs = Outputs {
-            store: sink.clone(),
-            statuses: Arc::default(),
-            metrics: OperatorMetrics::default(),
-            readiness: Readiness::default(),
-            apply_owned_to_index: writer.is_none(),
-            writer,
-            nodes: NodeFeed::new(Arc::default()),
-        };
+        let (outputs, sink) = outputs(writer);
         let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
         let writer = outputs.writer.clone();
         tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));

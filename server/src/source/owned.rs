@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use stunner_gateway::index::{Dirty, Index, Kind, ObjRef, ObjectKey, Resource};
-use stunner_gateway::render::{Owned, RenderOutput};
+use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::render::{GatewayOutput, Owned};
 
 /// What the operator last applied to each owned object: the fields it owns.
 #[derive(Debug, Default)]
@@ -58,22 +58,13 @@ impl OwnedObjects {
         }
     }
 
-    /// Applies the owned objects of `output` to `index`; returns what that made dirty (rendered
-    /// in the next pass).
-    pub fn apply(&mut self, index: &mut Index, output: &RenderOutput) -> Dirty {
-        let mut dirty = Dirty::default();
-        for (key, gw) in &output.gateways {
-            let service = self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key));
-            let deployment = self.change(index, &gw.deployment, Kind::Deployment, key, |i| i.deployments().get(key));
-            let changes = [service, deployment];
-            for change in changes.into_iter().flatten() {
-                dirty.merge(match change {
-                    Change::Apply(r) => index.apply(r),
-                    Change::Delete(r) => index.delete(r.kind, &r.key.namespace, &r.key.name),
-                });
-            }
-        }
-        dirty
+    /// The index changes that applying one Gateway's owned objects amounts to: none once the
+    /// index holds them as rendered (and the record of what was applied says so). Reads the
+    /// index only, so that a render pass can ask while it goes on and apply the changes after.
+    pub fn changes(&mut self, index: &Index, key: &ObjectKey, gw: &GatewayOutput) -> impl Iterator<Item = Change> {
+        let service = self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key));
+        let deployment = self.change(index, &gw.deployment, Kind::Deployment, key, |i| i.deployments().get(key));
+        [service, deployment].into_iter().flatten()
     }
 
     /// The index change one owned-object decision amounts to; `None` if the index already

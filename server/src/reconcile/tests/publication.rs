@@ -1,6 +1,7 @@
 //! What the render loop publishes, and when: the settled config in standalone mode, configs
 //! and statuses that wait for their Service in cluster mode, what the writer is handed.
 
+use super::super::publish::Publisher;
 use super::*;
 
 /// The quickstart with `extra` listeners on its Gateway.
@@ -55,6 +56,47 @@ async fn standalone_publishes_only_the_settled_config() {
     let published = l.published();
     assert_eq!(published.iter().map(|c| c.listeners.len()).collect::<Vec<_>>(), [2, 3], "one version per change");
     assert_eq!(without_public_address(&published), Vec::<String>::new());
+}
+
+/// Standalone, one pass's sink: a Gateway whose Service is not in the index yet is held, with
+/// the change that puts it there; rendered again once it is, it is published at once, during
+/// the pass, and what was held of it goes.
+#[test]
+fn standalone_holds_a_gateway_only_while_its_service_changes_the_index() {
+    let (outputs, recorder) = outputs(None);
+    let mut index = Index::new();
+    for change in quickstart() {
+        change.apply_to(&mut index);
+    }
+    let mut owned = crate::source::owned::OwnedObjects::default();
+    let mut held = super::settle::Held::new();
+    let key = ObjectKey::new("stunner", "udp-gateway");
+    let mut pass = |index: &Index, held: &mut super::settle::Held| {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let mut publisher = Publisher { outputs: &outputs, service_wait: None, index };
+        let mut settling =
+            super::settle::Settling { owned: &mut owned, index, publisher: &mut publisher, held, changes: Vec::new() };
+        stunner_gateway::render::render_each(
+            index,
+            &index.everything(),
+            &RenderSettings::default(),
+            &now,
+            &mut settling,
+        );
+        settling.changes
+    };
+
+    let changes = pass(&index, &mut held);
+    assert!(matches!(changes.as_slice(), [Change::Apply(r)] if r.kind() == Kind::Service), "{changes:?}");
+    assert_eq!(held.keys().collect::<Vec<_>>(), [&key], "held while its Service changes the index");
+    assert!(recorder.published.lock().unwrap().is_empty(), "nothing published of it");
+
+    changes.into_iter().for_each(|c| drop(c.apply_to(&mut index)));
+    let changes = pass(&index, &mut held);
+    assert!(changes.is_empty(), "the Service is in place: {changes:?}");
+    assert!(held.is_empty(), "published, and the earlier result dropped");
+    let published = recorder.published.lock().unwrap();
+    assert_eq!(published.iter().map(|c| c.admin.name.as_str()).collect::<Vec<_>>(), ["stunner/udp-gateway"]);
 }
 
 /// Cluster mode: a new Gateway's config, and one with a new listener, wait until the

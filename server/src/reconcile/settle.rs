@@ -1,0 +1,62 @@
+//! Standalone mode's render sink. The operator's own objects of a Gateway (its Service, and a
+//! Deployment where the manifests hold one) go straight into the index, and a Gateway whose
+//! objects change the index is rendered again with them in the next pass: only that later
+//! result of it may be published (its first config would lack the public address the Service
+//! brings). Every other Gateway's result is final once rendered, so it is published at once,
+//! as in cluster mode. In the steady state (a route, an endpoint or a config changed, the
+//! Service already in place) nothing is held, and a large render never holds every Gateway's
+//! output at once.
+//!
+//! Route, class and ConfigMap results are published at once too. One of them is rendered again
+//! in a later pass only when that pass's Gateways name it, and is then published again; a
+//! route's status depends on the operator's own objects only where the route names its
+//! Gateway's Service as a backend.
+
+use super::publish::Publisher;
+use crate::pipeline::Change;
+use crate::source::owned::OwnedObjects;
+use k8s_openapi::api::core::v1::ConfigMap;
+use std::collections::BTreeMap;
+use stunner_gateway::index::{Index, ObjRef, ObjectKey};
+use stunner_gateway::render::{GatewayOutput, Owned, RenderSink};
+use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
+
+/// Gateways whose own objects changed the index, with their latest result: published when
+/// the passes end, unless a later pass renders them again.
+pub(super) type Held = BTreeMap<ObjectKey, GatewayOutput>;
+
+/// One pass's sink: publishes what is final, holds the rest and collects the index changes
+/// its owned objects amount to, applied after the pass (the render reads the index meanwhile).
+pub(super) struct Settling<'a, 'p> {
+    pub owned: &'a mut OwnedObjects,
+    pub index: &'a Index,
+    pub publisher: &'a mut Publisher<'p>,
+    pub held: &'a mut Held,
+    pub changes: Vec<Change>,
+}
+
+impl RenderSink for Settling<'_, '_> {
+    fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
+        let before = self.changes.len();
+        self.changes.extend(self.owned.changes(self.index, &key, &output));
+        if self.changes.len() == before {
+            // An earlier pass's result of it, if held, is superseded.
+            self.held.remove(&key);
+            self.publisher.gateway(key, output);
+        } else {
+            self.held.insert(key, output);
+        }
+    }
+
+    fn route(&mut self, route: ObjRef, status: UdpRouteStatus) {
+        self.publisher.route(route, status);
+    }
+
+    fn class(&mut self, name: String, status: GatewayClassStatus) {
+        self.publisher.class(name, status);
+    }
+
+    fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
+        self.publisher.config_map(key, config_map);
+    }
+}
