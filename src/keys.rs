@@ -37,3 +37,6 @@ pub const TARGET_PORT: &str = "stunner.l7mp.io/targetport";
 /// (e.g. by the Go operator, which uses its pod IP): the digest of the config at the time it
 /// was adopted; see `render::adopt`.
 pub const ADOPTED_CONFIG: &str = "stunner.l7mp.io/adopted-config";
+
+/// The dataplane's environment variable naming its config discovery server.
+pub const CONFIG_ORIGIN_ENV: &str = "STUNNER_CONFIG_ORIGIN";

@@ -16,6 +16,7 @@
 //! they admit.
 
 use super::controller::Controller;
+use super::deployment_record::DeploymentRecord;
 use super::endpoint_addresses::EndpointAddresses;
 use super::error::DecodeError;
 use super::key::ObjectKey;
@@ -169,7 +170,8 @@ macro_rules! kinds {
     ($($(#[$doc:meta])* $variant:ident($wire:ty $(=> $stored:ty)?) in $field:ident by $controller:ident $(, also $($older:literal),+)?;)*) => {
         /// One watched object. [`Resource::GatewayUdpRoute`] holds a Gateway API v1alpha2 route
         /// already converted to STUNner's v1 shape (see [`super::convert_gateway_udp_route`]),
-        /// [`Resource::EndpointSlice`] what the render reads of a slice (`EndpointAddresses`).
+        /// [`Resource::EndpointSlice`] what the render reads of a slice (`EndpointAddresses`),
+        /// [`Resource::Deployment`] a `DeploymentRecord`.
         // Each object is boxed: the store keeps the box as it is (see `super::store`), and a
         // `Resource` moves as a pointer, not as the 2.4 KiB of its largest kind.
         #[derive(Debug, Clone, PartialEq)]
@@ -349,8 +351,8 @@ kinds! {
     Node(Node) in nodes by node;
     /// Core `Namespace` (cluster-scoped): route attachment by namespace selector.
     Namespace(Namespace) in namespaces by udproute;
-    /// `apps/v1` `Deployment`: the managed dataplanes.
-    Deployment(Deployment) in deployments by gateway;
+    /// `apps/v1` `Deployment`: the managed dataplanes, as what the render reads of them.
+    Deployment(Deployment => DeploymentRecord) in deployments by gateway;
     /// `apps/v1` `DaemonSet` labelled as ours: a dataplane of another kind, left under a
     /// Gateway's name, that the Gateway's Deployment replaces.
     DaemonSet(DaemonSet) in daemon_sets by gateway;

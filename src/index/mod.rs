@@ -9,6 +9,7 @@
 mod controller;
 mod convert;
 mod decode;
+mod deployment_record;
 mod dirty;
 mod endpoint_addresses;
 mod error;
@@ -23,6 +24,7 @@ mod store;
 pub use controller::Controller;
 pub use convert::convert_gateway_udp_route;
 pub use decode::decode_value;
+pub use deployment_record::DeploymentRecord;
 pub use dirty::Dirty;
 pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;

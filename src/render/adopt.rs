@@ -13,36 +13,29 @@
 //! The state lives in the cluster, so every replica and every restart decides the same.
 
 use crate::config::StunnerConfig;
-use crate::keys::ADOPTED_CONFIG;
+use crate::index::DeploymentRecord;
+use crate::keys::{ADOPTED_CONFIG, CONFIG_ORIGIN_ENV};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
 
-const ORIGIN: &str = "STUNNER_CONFIG_ORIGIN";
-
 /// Keeps `live`'s foreign origin in `rendered` while the adoption rules above allow it.
-pub fn keep_foreign_origin(rendered: &mut Deployment, live: Option<&Deployment>, config: &StunnerConfig) {
+pub fn keep_foreign_origin(rendered: &mut Deployment, live: Option<&DeploymentRecord>, config: &StunnerConfig) {
     let Some(live) = live else { return };
-    let Some(theirs) = origin(live).map(str::to_string) else { return };
+    let Some(theirs) = &live.config_origin else { return };
     let Some(ours) = origin_mut(rendered) else { return };
-    if ours.value.as_deref() == Some(theirs.as_str()) {
+    if ours.value.as_ref() == Some(theirs) {
         return;
     }
     let digest = format!("{:016x}", config.digest());
     let adopted = live.metadata.annotations.as_ref().and_then(|a| a.get(ADOPTED_CONFIG));
-    let available = live.status.as_ref().is_none_or(|s| s.unavailable_replicas.unwrap_or(0) == 0);
+    let available = live.unavailable_replicas.unwrap_or(0) == 0;
     if adopted.is_none_or(|a| *a == digest) && available {
-        ours.value = Some(theirs);
+        ours.value = Some(theirs.clone());
         rendered.metadata.annotations.get_or_insert_default().insert(ADOPTED_CONFIG.into(), digest);
     }
 }
 
-fn origin(d: &Deployment) -> Option<&str> {
-    let containers = &d.spec.as_ref()?.template.spec.as_ref()?.containers;
-    let env = containers.iter().flat_map(|c| c.env.iter().flatten()).find(|e| e.name == ORIGIN)?;
-    env.value.as_deref()
-}
-
 fn origin_mut(d: &mut Deployment) -> Option<&mut EnvVar> {
     let containers = &mut d.spec.as_mut()?.template.spec.as_mut()?.containers;
-    containers.iter_mut().flat_map(|c| c.env.iter_mut().flatten()).find(|e| e.name == ORIGIN)
+    containers.iter_mut().flat_map(|c| c.env.iter_mut().flatten()).find(|e| e.name == CONFIG_ORIGIN_ENV)
 }

@@ -78,7 +78,7 @@ fn container(key: &ObjectKey, dp: &Dataplane, settings: &RenderSettings) -> Cont
         env_value("STUNNER_NAME", key.name.as_str()),
         env_value("STUNNER_NAMESPACE", key.namespace.as_str()),
         env_field("STUNNER_NODENAME", "spec.nodeName"),
-        env_value("STUNNER_CONFIG_ORIGIN", settings.cds_origin()),
+        env_value(CONFIG_ORIGIN_ENV, settings.cds_origin()),
     ];
     env.extend(spec.env.iter().cloned());
     let probes = !spec.disable_health_check;

@@ -279,7 +279,7 @@ fn render_over_live(origin: &str, annotation: Option<&str>, unavailable: i32) ->
         unavailable_replicas: Some(unavailable),
         ..Default::default()
     });
-    index.apply(Resource::Deployment(Box::new(live)));
+    index.apply(Resource::from(live));
     deployment_of(&render_all(&index, &RenderSettings::default(), &now()), "gw")
 }
 
@@ -321,7 +321,7 @@ fn a_deleted_gateways_own_objects_are_deleted_and_no_others() {
     let gw = &out.gateways[&ObjectKey::new("ns", "gw")];
     let (Owned::Apply(service), Owned::Apply(deployment)) = (&gw.service, &gw.deployment) else { panic!("rendered") };
     index.apply(Resource::Service(Box::new(service.clone())));
-    index.apply(Resource::Deployment(Box::new(deployment.clone())));
+    index.apply(Resource::from(deployment.clone()));
     let mut foreign = service.clone();
     foreign.metadata.name = Some("gw-2".into());
     foreign.metadata.labels = None;
@@ -346,7 +346,7 @@ fn daemon_sets_are_asked_gone_with_every_deployment_upsert() {
     let out = render_all(&index, &RenderSettings::default(), &now());
     assert!(out.gateways[&key].delete_daemon_set);
     let (deployment, _) = deployment_of(&out, "gw");
-    index.apply(Resource::Deployment(Box::new(deployment)));
+    index.apply(Resource::from(deployment));
     let daemon_set = "apiVersion: apps/v1\nkind: DaemonSet\n\
         metadata: {name: gw, namespace: ns, labels: {stunner.l7mp.io/owned-by: stunner}}\n";
     let dirty = index
@@ -373,7 +373,7 @@ fn held_deployments_only_renders_the_deployments_the_index_holds() {
         assert_eq!(same(standalone), same(cluster), "the rest as in a cluster");
     }
 
-    let dirty = index.apply(Resource::Deployment(Box::new(deployment.clone())));
+    let dirty = index.apply(Resource::from(deployment.clone()));
     let out = render(&index, &dirty, &standalone, &now());
     assert_eq!(out.gateways[&gw].deployment, Owned::Apply(deployment), "held: rendered, as in a cluster");
     assert!(!out.gateways.contains_key(&gw_2), "only the Gateway of the held Deployment is dirty");
@@ -390,7 +390,7 @@ fn only_the_operator_that_made_a_dataplane_deletes_it() {
     let gw = &out.gateways[&ObjectKey::new("ns", "gw")];
     let (Owned::Apply(service), Owned::Apply(deployment)) = (&gw.service, &gw.deployment) else { panic!("rendered") };
     index.apply(Resource::Service(Box::new(service.clone())));
-    index.apply(Resource::Deployment(Box::new(deployment.clone())));
+    index.apply(Resource::from(deployment.clone()));
 
     let other = RenderSettings { controller_name: "example.com/other-operator".into(), ..RenderSettings::default() };
     let seen_by_other = &render_all(&index, &other, &now()).gateways[&ObjectKey::new("ns", "gw")];

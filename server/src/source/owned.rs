@@ -10,9 +10,12 @@
 //! it keeps of a live list, such as allocated node ports).
 
 use crate::pipeline::Change;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::render::{GatewayOutput, Owned};
@@ -62,26 +65,20 @@ impl OwnedObjects {
     /// index holds them as rendered (and the record of what was applied says so). Reads the
     /// index only, so that a render pass can ask while it goes on and apply the changes after.
     pub fn changes(&mut self, index: &Index, key: &ObjectKey, gw: &GatewayOutput) -> impl Iterator<Item = Change> {
-        let service = self.change(index, &gw.service, Kind::Service, key, |i| i.services().get(key));
-        let deployment = self.change(index, &gw.deployment, Kind::Deployment, key, |i| i.deployments().get(key));
+        let service = self.change(index, &gw.service, key);
+        let deployment = self.change(index, &gw.deployment, key);
         [service, deployment].into_iter().flatten()
     }
 
     /// The index change one owned-object decision amounts to; `None` if the index already
     /// holds the result.
-    fn change<T: Serialize + DeserializeOwned + PartialEq + Clone + Into<Resource>>(
-        &mut self,
-        index: &Index,
-        owned: &Owned<T>,
-        kind: Kind,
-        key: &ObjectKey,
-        live: impl Fn(&Index) -> Option<&T>,
-    ) -> Option<Change> {
-        let r = ObjRef::new(kind, key.clone());
+    fn change<T: OwnedKind>(&mut self, index: &Index, owned: &Owned<T>, key: &ObjectKey) -> Option<Change> {
+        let r = ObjRef::new(T::KIND, key.clone());
         match owned {
             Owned::Apply(desired) => {
-                let live = live(index);
-                if live.is_none() && !held_alone(kind) {
+                let live = T::live(index, key);
+                let live = live.as_deref();
+                if live.is_none() && !held_alone(T::KIND) {
                     self.last_applied.remove(&r);
                     return None;
                 }
@@ -141,6 +138,29 @@ impl OwnedObjects {
     }
 }
 
+/// A kind the operator renders for each Gateway and standalone mode applies to the index.
+trait OwnedKind: Serialize + DeserializeOwned + PartialEq + Clone + Into<Resource> {
+    const KIND: Kind;
+    /// The whole object of `key` the index holds.
+    fn live<'i>(index: &'i Index, key: &ObjectKey) -> Option<Cow<'i, Self>>;
+}
+
+impl OwnedKind for Service {
+    const KIND: Kind = Kind::Service;
+    fn live<'i>(index: &'i Index, key: &ObjectKey) -> Option<Cow<'i, Self>> {
+        index.services().get(key).map(Cow::Borrowed)
+    }
+}
+
+impl OwnedKind for Deployment {
+    const KIND: Kind = Kind::Deployment;
+    fn live<'i>(index: &'i Index, key: &ObjectKey) -> Option<Cow<'i, Self>> {
+        // The index keeps what the render reads of it; the whole object is rebuilt here (only
+        // where the manifests hold one: see `held_alone`).
+        index.deployments().get(key).map(|d| Cow::Owned(d.to_deployment()))
+    }
+}
+
 /// Whether the index holds an object of `kind` the operator applied when nothing else (no
 /// manifest) holds one by that name. A Service, yes: the render reads back its addresses and
 /// node ports, and the Gateway's public address comes from it. A Deployment, no: standalone mode
@@ -187,11 +207,8 @@ fn merge(live: &mut Value, last: Option<&Value>, desired: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::Deployment;
-    use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
-    use stunner_gateway::index::Store;
 
     /// An object no one else set a field of is its own record of what was applied: no copy of
     /// it is kept (with 1,000 Gateways the copies were 5.8 MiB), until the manifests change it.
@@ -201,7 +218,7 @@ mod tests {
         let mut index = Index::new();
         let r = ObjRef::new(Kind::Service, ObjectKey::new("ns", "gw"));
         let desired = service(&[("mine", "1")]);
-        assert!(apply(&mut owned, &mut index, Kind::Service, desired.clone(), Index::services), "applied");
+        assert!(apply(&mut owned, &mut index, desired.clone()), "applied");
         assert!(matches!(owned.last_applied[&r], Applied::AsStored));
         owned.before_outside_change(&index, &Change::Delete(r.clone()));
         let Applied::Text(text) = &owned.last_applied[&r] else { panic!("kept as text") };
@@ -210,19 +227,9 @@ mod tests {
 
     /// Applies `desired` for the Gateway `ns/gw` as the render loop does, and the index change
     /// it amounts to; whether there was one to apply.
-    fn apply<T>(
-        owned: &mut OwnedObjects,
-        index: &mut Index,
-        kind: Kind,
-        desired: T,
-        store: fn(&Index) -> &Store<T>,
-    ) -> bool
-    where
-        T: Serialize + DeserializeOwned + PartialEq + Clone + Into<Resource>,
-    {
+    fn apply<T: OwnedKind>(owned: &mut OwnedObjects, index: &mut Index, desired: T) -> bool {
         let key = ObjectKey::new("ns", "gw");
-        let Some(Change::Apply(r)) = owned.change(index, &Owned::Apply(desired), kind, &key, |i| store(i).get(&key))
-        else {
+        let Some(Change::Apply(r)) = owned.change(index, &Owned::Apply(desired), &key) else {
             return false;
         };
         index.apply(r);
@@ -252,21 +259,21 @@ mod tests {
         let key = ObjectKey::new("ns", "gw");
         let r = ObjRef::new(Kind::Deployment, key.clone());
         let ours = Deployment { metadata: meta(&[("mine", "1")]), ..Default::default() };
-        apply(&mut owned, &mut index, Kind::Deployment, ours.clone(), Index::deployments);
+        apply(&mut owned, &mut index, ours.clone());
         assert!(index.deployments().is_empty(), "no one else holds one: not kept");
         assert!(owned.last_applied.is_empty());
 
         let theirs = Deployment { metadata: meta(&[("theirs", "x")]), ..Default::default() };
         owned.before_outside_change(&index, &Change::Apply(theirs.clone().into()));
         index.apply(theirs.into());
-        apply(&mut owned, &mut index, Kind::Deployment, ours.clone(), Index::deployments);
+        apply(&mut owned, &mut index, ours.clone());
         let annotations = index.deployments().get(&key).and_then(|d| d.metadata.annotations.clone());
         let expected = [("mine", "1"), ("theirs", "x")].map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(annotations, Some(BTreeMap::from(expected)), "merged into the manifests' one");
 
         owned.before_outside_change(&index, &Change::Delete(r.clone()));
         index.delete(Kind::Deployment, "ns", "gw");
-        apply(&mut owned, &mut index, Kind::Deployment, ours.clone(), Index::deployments);
+        apply(&mut owned, &mut index, ours.clone());
         assert!(index.deployments().is_empty(), "the manifests' one is gone: ours is not kept either");
         assert!(owned.last_applied.is_empty());
     }
@@ -282,10 +289,8 @@ mod tests {
         let theirs = Deployment { metadata: meta(&[("theirs", "x")]), ..Default::default() };
         index.apply(theirs.into());
         let ours = Deployment { metadata: meta(&[("mine", "1")]), ..Default::default() };
-        assert!(apply(&mut owned, &mut index, Kind::Deployment, ours, Index::deployments), "merged");
-        let keep = |owned: &mut OwnedObjects, index: &Index| {
-            owned.change(index, &Owned::<Deployment>::Keep, Kind::Deployment, &key, |i| i.deployments().get(&key))
-        };
+        assert!(apply(&mut owned, &mut index, ours), "merged");
+        let keep = |owned: &mut OwnedObjects, index: &Index| owned.change(index, &Owned::<Deployment>::Keep, &key);
         assert!(keep(&mut owned, &index).is_none(), "left alone: no change");
         assert!(owned.last_applied.contains_key(&r), "still held: the record stays");
 
@@ -302,13 +307,13 @@ mod tests {
         let mut owned = OwnedObjects::default();
         let mut index = Index::new();
         let key = ObjectKey::new("ns", "gw");
-        apply(&mut owned, &mut index, Kind::Service, service(&[("mine", "1")]), Index::services);
+        apply(&mut owned, &mut index, service(&[("mine", "1")]));
         // Someone else adds a field (the manifests now hold the object); the loop tells the
         // record first, as it does for every outside change.
         let theirs = service(&[("mine", "1"), ("theirs", "x")]);
         owned.before_outside_change(&index, &Change::Apply(theirs.clone().into()));
         index.apply(theirs.into());
-        apply(&mut owned, &mut index, Kind::Service, service(&[("other", "2")]), Index::services);
+        apply(&mut owned, &mut index, service(&[("other", "2")]));
         let annotations = index.services().get(&key).and_then(|s| s.metadata.annotations.clone());
         let expected = [("other", "2"), ("theirs", "x")].map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(annotations, Some(BTreeMap::from(expected)));
