@@ -7,10 +7,9 @@
 //! Service already in place) nothing is held, and a large render never holds every Gateway's
 //! output at once.
 //!
-//! Route, class and ConfigMap results are published at once too. One of them is rendered again
-//! in a later pass only when that pass's Gateways name it, and is then published again; a
-//! route's status depends on the operator's own objects only where the route names its
-//! Gateway's Service as a backend.
+//! Route, class and ConfigMap results are published at once too. A later pass renders a route
+//! again only with a Gateway it attaches to, and publishes it again; its status depends on the
+//! operator's own objects only where the route names a Gateway's Service as a backend.
 
 use super::publish::Publisher;
 use crate::pipeline::Change;
