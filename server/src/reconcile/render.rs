@@ -67,13 +67,8 @@ impl Reconciler {
             let pass = self.begin_pass();
             let mut publisher =
                 Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
-            let mut settling = Settling {
-                owned: &mut self.owned,
-                index: &self.index,
-                publisher: &mut publisher,
-                held: &mut held,
-                changes: Vec::new(),
-            };
+            let mut settling =
+                Settling { owned: &mut self.owned, publisher: &mut publisher, held: &mut held, changes: Vec::new() };
             let mut timed = Timed { inner: &mut settling, spent: Duration::ZERO };
             render_each(&self.index, &dirty, &self.settings, &pass.now, &mut timed);
             let publishing = timed.spent;

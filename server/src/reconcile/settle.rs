@@ -16,7 +16,7 @@ use crate::pipeline::Change;
 use crate::source::owned::OwnedObjects;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::collections::BTreeMap;
-use stunner_gateway::index::{Index, ObjRef, ObjectKey};
+use stunner_gateway::index::{ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSink};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
@@ -25,10 +25,10 @@ use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 pub(super) type Held = BTreeMap<ObjectKey, GatewayOutput>;
 
 /// One pass's sink: publishes what is final, holds the rest and collects the index changes
-/// its owned objects amount to, applied after the pass (the render reads the index meanwhile).
+/// its owned objects amount to, applied after the pass (the render reads the index meanwhile:
+/// the publisher's).
 pub(super) struct Settling<'a, 'p> {
     pub owned: &'a mut OwnedObjects,
-    pub index: &'a Index,
     pub publisher: &'a mut Publisher<'p>,
     pub held: &'a mut Held,
     pub changes: Vec<Change>,
@@ -37,7 +37,7 @@ pub(super) struct Settling<'a, 'p> {
 impl RenderSink for Settling<'_, '_> {
     fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
         let before = self.changes.len();
-        self.changes.extend(self.owned.changes(self.index, &key, &output));
+        self.changes.extend(self.owned.changes(self.publisher.index, &key, &output));
         if self.changes.len() == before {
             // An earlier pass's result of it, if held, is superseded.
             self.held.remove(&key);

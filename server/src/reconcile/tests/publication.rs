@@ -75,7 +75,7 @@ fn standalone_holds_a_gateway_only_while_its_service_changes_the_index() {
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let mut publisher = Publisher { outputs: &outputs, service_wait: None, index };
         let mut settling =
-            super::settle::Settling { owned: &mut owned, index, publisher: &mut publisher, held, changes: Vec::new() };
+            super::settle::Settling { owned: &mut owned, publisher: &mut publisher, held, changes: Vec::new() };
         stunner_gateway::render::render_each(
             index,
             &index.everything(),
