@@ -23,8 +23,10 @@ const DEFAULT_GRACE_SECONDS: i64 = 3600;
 const HEALTH_CHECK_PORT: i32 = 8086;
 const METRICS_PORT: i32 = 8080;
 
-fn map(kvs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    kvs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+/// Owned entries for a map that already exists: extending it from these, not from a map built
+/// for the purpose, allocates no B-tree node that is thrown away.
+fn entries<'a>(kvs: &'a [(&str, &str)]) -> impl Iterator<Item = (String, String)> + 'a {
+    kvs.iter().map(|(k, v)| (k.to_string(), v.to_string()))
 }
 
 fn probe(path: &str) -> Probe {
@@ -109,7 +111,7 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
     let gw_labels = gw.metadata.labels.iter().flatten();
     let mut labels: BTreeMap<String, String> =
         gw_labels.filter(|(k, _)| !settings.label_filter.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-    labels.extend(map(&[
+    labels.extend(entries(&[
         (OWNED_BY_LABEL, OWNED_BY_VALUE),
         (RELATED_GATEWAY_NAME, &key.name),
         (RELATED_GATEWAY_NAMESPACE, &key.namespace),
@@ -118,7 +120,7 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
     annotations.insert(RELATED_GATEWAY_NAME.into(), related.clone());
     annotations.insert(CONTROLLER_NAME.into(), settings.controller_name.clone());
     let mut pod_labels = spec.labels.clone();
-    pod_labels.extend(map(&[
+    pod_labels.extend(entries(&[
         (APP_LABEL, APP_VALUE),
         (RELATED_GATEWAY_NAME, &key.name),
         (RELATED_GATEWAY_NAMESPACE, &key.namespace),
