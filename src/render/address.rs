@@ -27,12 +27,13 @@ pub fn gateway_service<'a>(index: &'a Index, key: &ObjectKey, gw: &Gateway) -> O
         Some("ClusterIP") => 0,
         _ => -1,
     };
+    let (name, uid) = (gw.metadata.name.as_deref(), gw.metadata.uid.as_deref().unwrap_or_default());
     let owned = |s: &&Service| {
-        s.metadata.owner_references.iter().flatten().any(|o| {
-            o.kind == "Gateway"
-                && Some(&o.name) == gw.metadata.name.as_ref()
-                && o.uid == gw.metadata.uid.clone().unwrap_or_default()
-        })
+        s.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "Gateway" && Some(o.name.as_str()) == name && o.uid == uid)
     };
     let candidates = index.referrers(ObjRefView::new(Kind::Gateway, key), Kind::Service);
     let mut best: Option<&Service> = None;
