@@ -13,8 +13,10 @@
 //! Each full render also reports its heap allocations per Gateway (a counting global allocator:
 //! a figure the machine's load does not change). `--profile N RUNS` builds only the index of N
 //! combos and renders it RUNS times (handing each Gateway on; `--kept` keeps each render whole,
-//! `--upstream` takes upstream's fixture): run under `perf stat -e instructions:u` or
-//! cachegrind with two values of RUNS, the difference over the extra runs is the render's.
+//! `--upstream` takes upstream's fixture), and reports beside the time the bytes per combo the
+//! index holds on the heap (the sizes asked for; glibc's rounding and headers come on top):
+//! run under `perf stat -e instructions:u` or cachegrind with two values of RUNS, the
+//! difference over the extra runs is the render's.
 //! `--lookups` follows, RUNS times, only the index lookups a render of each Gateway chains
 //! (its object, its routes, their backends, the backends' EndpointSlices), to set the index's
 //! share of a render apart from the rest. `--every K` renders, RUNS times, only every K-th
@@ -23,8 +25,8 @@
 //! Gateways. `--objects K` builds each combo of the benchmark's own fixture (not `--upstream`)
 //! of its first K objects only (1: the Gateway alone, 2: with its route, 3: with the route's
 //! Service; 4, the default, the whole combo), so that what each object adds to a render can be
-//! told apart. `--cold` writes a buffer twice the size of the last-level cache before each run
-//! and times the runs only: each render then reads the index from memory, as the operator's
+//! told apart. `--cold` writes a buffer twice the size of the machine's last-level cache before
+//! each run and times the runs only: each render then reads the index from memory, as the operator's
 //! renders do once other work has passed through the caches since the last one, where
 //! back-to-back runs find a small index still in the caches. `--settled` first makes the index
 //! what the operator holds once a render's own objects came back (each Gateway's Service and
@@ -47,28 +49,34 @@ use stunner_gateway::index::{
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSettings, RenderSink, render, render_all, render_each};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
-/// The system allocator, counting allocations (reallocations included: each may move).
+/// The system allocator, counting allocations (reallocations included: each may move) and the
+/// bytes allocated and not yet freed.
 struct Counting;
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s contract;
-// the counter is a relaxed atomic that allocates nothing.
+// the counters are relaxed atomics that allocate nothing.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         // SAFETY: the caller's guarantees for `layout` are passed on.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         // SAFETY: `ptr` came from `System` with this `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         // SAFETY: `ptr` came from `System` with this `layout`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -76,6 +84,11 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
+
+/// The bytes on the heap, as asked for (not what glibc rounds them up to).
+fn live_bytes() -> u64 {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
 
 /// The heap allocations `f` makes.
 fn allocations(f: impl FnOnce()) -> u64 {
@@ -258,9 +271,24 @@ fn follow_lookups(index: &Index) -> usize {
     found
 }
 
-/// Twice the last-level cache of the machines the figures come from (32 MiB): writing this
-/// many bytes leaves none of the index in any cache.
-const EVICTION_BYTES: usize = 64 << 20;
+/// The largest cache of CPU 0 as Linux describes it (`/sys/devices/system/cpu/cpu0/cache`),
+/// or 32 MiB where that is not readable.
+fn last_level_cache_bytes() -> usize {
+    let caches = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").into_iter().flatten().flatten();
+    let size = |dir: std::path::PathBuf| {
+        let text = std::fs::read_to_string(dir.join("size")).ok()?;
+        let kib: usize = text.trim().strip_suffix('K')?.parse().ok()?;
+        Some(kib << 10)
+    };
+    caches.filter_map(|entry| size(entry.path())).max().unwrap_or(32 << 20)
+}
+
+/// Twice the last-level cache: writing this many bytes leaves none of the index in any cache.
+/// Read from the machine, not fixed: the VMs these figures come from went from a 32 MiB to a
+/// 260 MiB last-level cache, where a fixed 64 MiB left most of the index in it.
+fn eviction_bytes() -> usize {
+    2 * last_level_cache_bytes()
+}
 
 /// Writes every cache line of `buffer`, so that the next render finds the index in memory, not
 /// in a cache, as a render does after the operator has done other work since the last one.
@@ -371,6 +399,7 @@ fn main() {
         let (n, runs): (usize, usize) = (arg(1), arg(2));
         let flag = |f: &str| args.iter().any(|a| a == f);
         let objects = number_after(&args, "--objects").unwrap_or(COMBO_OBJECTS);
+        let heap_before = live_bytes();
         let mut index = if flag("--upstream") { upstream_index(n) } else { index_of(n, objects) };
         let kept = flag("--kept");
         // Standalone mode's settings: no Deployment rendered where the index holds none.
@@ -380,9 +409,10 @@ fn main() {
             settle(&mut index, &settings, &now);
         }
         let index = index;
+        let index_bytes = live_bytes() - heap_before;
         let lookups = flag("--lookups");
         let every = number_after(&args, "--every").map(|k| every_kth_gateway(&index, k));
-        let mut eviction = flag("--cold").then(|| vec![0u8; EVICTION_BYTES]);
+        let mut eviction = flag("--cold").then(|| vec![0u8; eviction_bytes()]);
         let mut elapsed = Duration::ZERO;
         let allocated = allocations(|| {
             for _ in 0..runs {
@@ -408,9 +438,11 @@ fn main() {
         let rendered = (every.as_ref().map_or(n, |d| d.gateways.len()) * runs.max(1)) as f64;
         let passes = if lookups { "lookup passes" } else { "renders" };
         println!(
-            "{n} combos, {runs} {passes}: {:.1} µs/gateway, {:.1} allocations/gateway",
+            "{n} combos, {runs} {passes}: {:.1} µs/gateway, {:.1} allocations/gateway; index {:.0} bytes/combo{}",
             elapsed.as_secs_f64() * 1e6 / rendered,
-            allocated as f64 / rendered
+            allocated as f64 / rendered,
+            index_bytes as f64 / n as f64,
+            eviction.as_ref().map_or(String::new(), |b| format!("; {} MiB written before each run", b.len() >> 20)),
         );
         return;
     }
