@@ -30,13 +30,14 @@
 //! renders do once other work has passed through the caches since the last one, where
 //! back-to-back runs find a small index still in the caches. `--settled` first makes the index
 //! what the operator holds once a render's own objects came back (each Gateway's Service and
-//! Deployment in it as rendered), so that the renders read them as the operator's later renders
-//! do. `--standalone` renders as standalone mode does: with its settings (no Deployment where
+//! Deployment in it as rendered, and reaching it as they reach the operator's: see [`settle`]),
+//! so that the renders read them as the operator's later renders do. `--standalone` renders as standalone mode does: with its settings (no Deployment where
 //! the index holds none, as in every combo here) and, unless `--kept`, through its sink, which
 //! holds a Gateway's output while its Service would change the index (every Gateway of an index
 //! not `--settled`, none of a settled one) and hands every other on.
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -44,7 +45,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use stunner_gateway::index::{
-    Dirty, Index, Kind, ObjRef, ObjRefView, ObjectKey, Resource, backend_target, decode_value,
+    DeploymentRecord, Dirty, Index, Kind, ObjRef, ObjRefView, ObjectKey, Resource, backend_target, decode_value,
 };
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSettings, RenderSink, render, render_all, render_each};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
@@ -170,17 +171,65 @@ impl RenderSink for Settling<'_> {
 }
 
 /// Makes `index` what the operator holds once a render's own objects came back: each Gateway's
-/// Service and Deployment as rendered with `settings` (in cluster mode the watchers bring them
-/// back; standalone mode applies them itself, and renders no Deployment here). A render of the
-/// settled index reads them, as the operator's later renders do.
+/// Service and Deployment as rendered with `settings`, reaching the index the way they reach
+/// the operator's. A render of the settled index reads them, as the operator's later renders do.
+///
+/// How they got there decides where they lie on the heap, and so what a render of them costs
+/// (BENCHMARKS.md, "Render cost per Gateway"), hence the two ways:
+/// - cluster mode: the watchers bring them back, each decoded from the API server's JSON into
+///   a fresh object once the writer has handed the render's own on;
+/// - standalone mode (`held_deployments_only`; no Deployment rendered here): its sink applies a
+///   clone of each while the render pass goes on, and the pass's output is dropped.
 fn settle(index: &mut Index, settings: &RenderSettings, now: &Time) {
-    for gw in render_all(index, settings, now).gateways.into_values() {
-        if let Owned::Apply(service) = gw.service {
-            index.apply(service.into());
+    let output = render_all(index, settings, now);
+    let owned = || output.gateways.values().map(|gw| (applied(&gw.service), applied(&gw.deployment)));
+    if settings.held_deployments_only {
+        let clones = owned().flat_map(|(s, d)| [s.cloned().map(Resource::from), d.cloned().map(Resource::from)]);
+        let clones: Vec<Resource> = clones.flatten().collect();
+        drop(output);
+        for r in clones {
+            index.apply(r);
         }
-        if let Owned::Apply(deployment) = gw.deployment {
-            index.apply(deployment.into());
-        }
+        return;
+    }
+    let watched =
+        owned().flat_map(|(s, d)| [s.map(|s| (Kind::Service, json_of(s))), d.map(|d| (Kind::Deployment, json_of(d)))]);
+    let watched: Vec<(Kind, String)> = watched.flatten().collect();
+    drop(output);
+    for (kind, text) in watched {
+        index.apply(watched_back(kind, &text));
+    }
+}
+
+/// Whether a render of `index` asks for the very Services and Deployments it holds.
+fn is_settled(index: &Index, settings: &RenderSettings, now: &Time) -> bool {
+    render_all(index, settings, now).gateways.iter().all(|(key, gw)| {
+        let held_deployment = |d: &Deployment| index.deployments().get(key) == Some(&DeploymentRecord::from(d.clone()));
+        applied(&gw.service).is_none_or(|s| index.services().get(key) == Some(s))
+            && applied(&gw.deployment).is_none_or(held_deployment)
+    })
+}
+
+/// What a render applies of an owned object, if it applies it.
+fn applied<T>(owned: &Owned<T>) -> Option<&T> {
+    match owned {
+        Owned::Apply(object) => Some(object),
+        _ => None,
+    }
+}
+
+/// An owned object as a watch event carries it: JSON text, with its apiVersion and kind.
+fn json_of(object: &impl serde::Serialize) -> String {
+    serde_json::to_string(object).expect("an owned object serializes")
+}
+
+/// The object a watcher decodes from `text` (into the typed object, as kube's watchers do), as
+/// the index takes it.
+fn watched_back(kind: Kind, text: &str) -> Resource {
+    match kind {
+        Kind::Service => serde_json::from_str::<Service>(text).expect("a watched Service").into(),
+        Kind::Deployment => serde_json::from_str::<Deployment>(text).expect("a watched Deployment").into(),
+        kind => panic!("no owned object of kind {kind:?}"),
     }
 }
 
@@ -473,6 +522,7 @@ fn main() {
         let kept = measure(|| drop(black_box(render_all(&index, &settings, &now))));
         let mut settled = index;
         settle(&mut settled, &settings, &now);
+        assert!(is_settled(&settled, &settings, &now), "the watched-back objects are what a render asks for");
         let handed_on_settled = measure(|| {
             let everything = settled.everything();
             render_each(&settled, &everything, &settings, &now, &mut Dropped);
@@ -480,6 +530,7 @@ fn main() {
         let standalone_settings = RenderSettings { held_deployments_only: true, ..settings.clone() };
         let mut settled = index_of(n, COMBO_OBJECTS);
         settle(&mut settled, &standalone_settings, &now);
+        assert!(is_settled(&settled, &standalone_settings, &now), "the applied clones are what a render asks for");
         let standalone = measure(|| {
             assert_eq!(render_standalone(&settled, &standalone_settings, &now), 0, "nothing held once settled");
         });
