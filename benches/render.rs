@@ -10,31 +10,30 @@
 //!   scripts/bench-go to set beside upstream's own figures;
 //! - incremental: one EndpointSlice change among 5,000 Gateways renders only its Gateway.
 //!
-//! Each full render also reports its heap allocations per Gateway (a counting global allocator:
-//! a figure the machine's load does not change). `--profile N RUNS` builds only the index of N
-//! combos and renders it RUNS times (handing each Gateway on; `--kept` keeps each render whole,
+//! Each full render also reports its heap allocations per Gateway (a counting global allocator: a
+//! figure the machine's load does not change). `--profile N RUNS` builds only the index of N combos
+//! and renders it RUNS times (handing each Gateway on; `--kept` keeps each render whole,
 //! `--upstream` takes upstream's fixture), and reports beside the time the bytes per combo the
-//! index holds on the heap (the sizes asked for; glibc's rounding and headers come on top):
-//! run under `perf stat -e instructions:u` or cachegrind with two values of RUNS, the
-//! difference over the extra runs is the render's.
-//! `--lookups` follows, RUNS times, only the index lookups a render of each Gateway chains
-//! (its object, its routes, their backends, the backends' EndpointSlices), to set the index's
-//! share of a render apart from the rest. `--every K` renders, RUNS times, only every K-th
-//! Gateway of the N (in key order; the set is made once, before the runs) and reports the time
-//! per Gateway rendered: what a render costs with the same index but a working set of N / K
-//! Gateways. `--objects K` builds each combo of the benchmark's own fixture (not `--upstream`)
-//! of its first K objects only (1: the Gateway alone, 2: with its route, 3: with the route's
-//! Service; 4, the default, the whole combo), so that what each object adds to a render can be
-//! told apart. `--cold` writes a buffer twice the size of the machine's last-level cache before
-//! each run and times the runs only: each render then reads the index from memory, as the operator's
-//! renders do once other work has passed through the caches since the last one, where
-//! back-to-back runs find a small index still in the caches. `--settled` first makes the index
-//! what the operator holds once a render's own objects came back (each Gateway's Service and
-//! Deployment in it as rendered, and reaching it as they reach the operator's: see [`settle`]),
-//! so that the renders read them as the operator's later renders do. `--standalone` renders as standalone mode does: with its settings (no Deployment where
-//! the index holds none, as in every combo here) and, unless `--kept`, through its sink, which
-//! holds a Gateway's output while its Service would change the index (every Gateway of an index
-//! not `--settled`, none of a settled one) and hands every other on.
+//! index holds on the heap (the sizes asked for; glibc's rounding and headers come on top): run
+//! under `perf stat -e instructions:u` or cachegrind with two values of RUNS, the difference over
+//! the extra runs is the render's. `--lookups` follows, RUNS times, only the index lookups a render
+//! of each Gateway chains (its object, its routes, their backends, the backends' EndpointSlices),
+//! to set the index's share of a render apart from the rest. `--every K` renders, RUNS times, only
+//! every K-th Gateway of the N (in key order; the set is made once, before the runs) and reports
+//! the time per Gateway rendered: what a render costs with the same index but a working set of N /
+//! K Gateways. `--objects K` builds each combo of the benchmark's own fixture (not `--upstream`) of
+//! its first K objects only (1: the Gateway alone, 2: with its route, 3: with the route's Service;
+//! 4, the default, the whole combo), so that what each object adds to a render can be told apart.
+//! `--cold` writes a buffer twice the size of the machine's last-level cache before each run and
+//! times the runs only: each render then reads the index from memory, as the operator's renders do
+//! once other work has passed through the caches since the last one, where back-to-back runs find a
+//! small index still in the caches. `--settled` first makes the index what the operator holds once
+//! a render's own objects came back (each Gateway's Service and Deployment in it as rendered, and
+//! reaching it as they reach the operator's: see [`settle`]), so that the renders read them as the
+//! operator's later renders do. `--standalone` renders as standalone mode does: with its settings
+//! (no Deployment where the index holds none, as in every combo here) and, unless `--kept`, through
+//! its sink, which holds a Gateway's output while its Service would change the index (every Gateway
+//! of an index not `--settled`, none of a settled one) and hands every other on.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -176,8 +175,8 @@ impl RenderSink for Settling<'_> {
 ///
 /// How they got there decides where they lie on the heap, and so what a render of them costs
 /// (BENCHMARKS.md, "Render cost per Gateway"), hence the two ways:
-/// - cluster mode: the watchers bring them back, each decoded from the API server's JSON into
-///   a fresh object once the writer has handed the render's own on;
+/// - cluster mode: the watchers bring them back once the writer has sent them, each decoded
+///   from the API server's JSON into a fresh object, the render's output long gone;
 /// - standalone mode (`held_deployments_only`; no Deployment rendered here): its sink applies a
 ///   clone of each while the render pass goes on, and the pass's output is dropped.
 fn settle(index: &mut Index, settings: &RenderSettings, now: &Time) {
@@ -490,7 +489,7 @@ fn main() {
             "{n} combos, {runs} {passes}: {:.1} µs/gateway, {:.1} allocations/gateway; index {:.0} bytes/combo{}",
             elapsed.as_secs_f64() * 1e6 / rendered,
             allocated as f64 / rendered,
-            index_bytes as f64 / n as f64,
+            index_bytes as f64 / n.max(1) as f64,
             eviction.as_ref().map_or(String::new(), |b| format!("; {} MiB written before each run", b.len() >> 20)),
         );
         return;
