@@ -33,7 +33,10 @@
 //! operator's later renders do. `--standalone` renders as standalone mode does: with its settings
 //! (no Deployment where the index holds none, as in every combo here) and, unless `--kept`, through
 //! its sink, which holds a Gateway's output while its Service would change the index (every Gateway
-//! of an index not `--settled`, none of a settled one) and hands every other on.
+//! of an index not `--settled`, none of a settled one) and hands every other on. `--latency`
+//! renders nothing and prints what one read of memory costs on this machine, by working-set size
+//! from 1 to 64 MiB ([`load_latency_ns`]): how much data a render may read and still find it in a
+//! cache here.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -347,6 +350,59 @@ fn evict_caches(buffer: &mut [u8]) {
     black_box(buffer);
 }
 
+/// What one read of memory the caches do not hold costs on this machine now, in ns: a chain of
+/// dependent loads, one per cache line of a `bytes` buffer, in a random order that no prefetcher
+/// follows. The render's step at large N is such reads (BENCHMARKS.md, "Render cost per
+/// Gateway"), and on a VM how much of the last-level cache is ours changes with the neighbours:
+/// the curve tells how large a working set stays cheap here, whatever size the cache reports.
+fn load_latency_ns(bytes: usize) -> f64 {
+    let next = random_line_cycle(bytes / 64);
+    let chase = |loads: usize| {
+        let mut at = 0;
+        for _ in 0..loads {
+            at = next[at];
+        }
+        black_box(at)
+    };
+    chase(bytes / 64); // once round the cycle: whatever fits a cache is in it
+    let loads = 1 << 22;
+    let started = Instant::now();
+    chase(loads);
+    started.elapsed().as_secs_f64() * 1e9 / loads as f64
+}
+
+/// Slots of `usize`, a cache line's worth per line of `lines`, where the first slot of each line
+/// holds the index of the first slot of the next line in one random cycle through all of them.
+fn random_line_cycle(lines: usize) -> Vec<usize> {
+    const SLOTS_PER_LINE: usize = 64 / size_of::<usize>();
+    // A Fisher-Yates shuffle (xorshift64: the benchmark has no random crate), then each line
+    // points at the one after it in that order, the last at the first.
+    let mut order: Vec<usize> = (0..lines).collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in (1..lines).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        order.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    let mut next = vec![0; lines * SLOTS_PER_LINE];
+    for (at, to) in order.iter().zip(order.iter().cycle().skip(1)) {
+        next[at * SLOTS_PER_LINE] = to * SLOTS_PER_LINE;
+    }
+    next
+}
+
+/// How many loads a chase through `next` takes from slot 0 back to it (at most `next.len()`).
+fn cycle_length(next: &[usize]) -> usize {
+    let mut at = next[0];
+    let mut length = 1;
+    while at != 0 && length < next.len() {
+        at = next[at];
+        length += 1;
+    }
+    length
+}
+
 /// Every `k`-th Gateway of the index, in key order, as the dirty set of a render (their routes
 /// come with them: a Gateway's render hands on its routes' statuses).
 fn every_kth_gateway(index: &Index, k: usize) -> Dirty {
@@ -442,6 +498,12 @@ fn main() {
     let settings = RenderSettings::default();
     let now = Time("2024-01-01T00:00:00Z".parse().unwrap());
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--latency") {
+        let curve: Vec<String> =
+            [1, 2, 4, 8, 16, 32, 64].iter().map(|mib| format!("{mib} MiB {:.1}", load_latency_ns(mib << 20))).collect();
+        println!("ns per read of memory in a random order, by buffer size: {}", curve.join(", "));
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--profile") {
         let arg = |j: usize| args.get(i + j).and_then(|a| a.parse().ok()).expect("usage: --profile N RUNS");
         let (n, runs): (usize, usize) = (arg(1), arg(2));
@@ -494,6 +556,8 @@ fn main() {
         );
         return;
     }
+    let lines = 1000;
+    assert_eq!(cycle_length(&random_line_cycle(lines)), lines, "the latency probe's chase reads every line once");
     let full = args.iter().any(|a| a == "--bench");
     let (sizes, many): (&[usize], usize) = if full { (&[1, 8, 64, 512, 1024, 4096], 5000) } else { (&[1, 8], 50) };
     for &n in sizes {
