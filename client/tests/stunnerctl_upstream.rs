@@ -7,6 +7,8 @@
 mod common;
 #[path = "../../tests/support/external.rs"]
 mod external;
+#[path = "../../tests/support/ports.rs"]
+mod ports;
 
 use common::{Server, config, ok, stunnerctl};
 use serde::Deserialize;
@@ -232,15 +234,6 @@ async fn turnprobe(port: u16, peer: SocketAddr, user: &str, password: &str) -> V
         .unwrap_or_else(|e| panic!("turnprobe printed no verdict ({e}): {}", String::from_utf8_lossy(&out.stderr)))
 }
 
-fn free_udp_port() -> u16 {
-    loop {
-        let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if port != 8086 {
-            return port;
-        }
-    }
-}
-
 #[tokio::test]
 async fn status_of_a_real_stunnerd_and_auth_credentials_it_accepts() {
     if !interop_built() {
@@ -261,7 +254,7 @@ async fn status_of_a_real_stunnerd_and_auth_credentials_it_accepts() {
             let _ = echo.send_to(&buf[..n], from).await;
         }
     });
-    let turn_port = free_udp_port();
+    let turn_port = ports::free_ports(1)[0];
     let mut c = ephemeral("stunner/udp-gateway", "shared-secret");
     c.listeners[0].port = turn_port as i64;
     c.listeners[0].public_addr = "127.0.0.1".into();

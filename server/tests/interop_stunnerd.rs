@@ -11,9 +11,10 @@
 
 #[path = "../../tests/support/external.rs"]
 mod external;
+#[path = "../../tests/support/ports.rs"]
+mod ports;
 
 use serde::Deserialize;
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -210,25 +211,7 @@ async fn health(path: &str) -> Option<(u16, String)> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Ports, backend, manifests
-
-/// Distinct ports that are free for both TCP and UDP on all interfaces (stunnerd binds
-/// `:PORT`), from the ephemeral range the kernel hands out.
-fn free_ports(n: usize) -> Vec<u16> {
-    let mut ports = BTreeSet::new();
-    for _ in 0..1000 {
-        if ports.len() == n {
-            break;
-        }
-        let tcp = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if port != 8086 && std::net::UdpSocket::bind(("0.0.0.0", port)).is_ok() {
-            ports.insert(port);
-        }
-    }
-    assert_eq!(ports.len(), n, "free ports");
-    ports.into_iter().collect()
-}
+// Backend, manifests
 
 /// A UDP echo server on loopback: the media backend behind the route.
 async fn echo_backend() -> SocketAddr {
@@ -492,7 +475,7 @@ async fn stunnerd_runs_udp_tcp_tls_listeners_and_follows_live_changes() {
         return;
     }
     let _one = STUNNERD.lock().await;
-    let ports = free_ports(4);
+    let ports = ports::free_ports(4);
     let (udp, tcp, tls, extra) = (ports[0], ports[1], ports[2], ports[3]);
     let cert = self_signed().await;
     let listeners = [("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp), ("tls-listener", "TLS", tls)];
@@ -563,7 +546,7 @@ async fn stunnerd_accepts_ephemeral_turn_rest_credentials() {
         return;
     }
     let _one = STUNNERD.lock().await;
-    let ports = free_ports(2);
+    let ports = ports::free_ports(2);
     let (udp, tcp) = (ports[0], ports[1]);
     let auth = Auth::Ephemeral { secret: "my-shared-secret" };
     let dir = manifests("ephemeral", &auth, &[("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp)], None);
@@ -599,7 +582,7 @@ async fn restarting_the_daemon_keeps_stunnerd_listeners_up() {
         return;
     }
     let _one = STUNNERD.lock().await;
-    let ports = free_ports(2);
+    let ports = ports::free_ports(2);
     let (udp, tcp) = (ports[0], ports[1]);
     let auth = Auth::Static { user: "user-1", password: "pass-1" };
     let dir = manifests("restart", &auth, &[("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp)], None);

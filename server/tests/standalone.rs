@@ -1,6 +1,9 @@
 //! The real daemon binary in standalone mode: manifests in a directory, edited while it
 //! runs, observed through a WebSocket watch like a dataplane's.
 
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
 use futures_util::{SinkExt, StreamExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -69,7 +72,7 @@ impl Daemon {
     }
 
     async fn start_with(dir: &Path, options: Options) -> Daemon {
-        let free_address = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let free_address = || format!("127.0.0.1:{}", ports::free_ports(1)[0]);
         let health = options.health.then(free_address);
         let metrics = options.metrics.then(free_address);
         let bin = match options.uid {

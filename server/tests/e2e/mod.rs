@@ -11,6 +11,8 @@
 
 #[path = "../../../tests/support/external.rs"]
 pub mod external;
+#[path = "../../../tests/support/ports.rs"]
+pub mod ports;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -196,9 +198,9 @@ pub async fn client_from(kubeconfig: &Path) -> Client {
     Client::try_from(config).unwrap()
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; the kernel does not hand it out again soon).
+/// A free port for a server the test starts (tests/support/ports.rs).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    ports::free_ports(1)[0]
 }
 
 /// An API server with the CRDs and the operator's RBAC installed, and a kubeconfig of the
