@@ -75,7 +75,7 @@ struct Daemon {
 
 impl Daemon {
     /// Starts on `cds` (`127.0.0.1:0` for any port); retried a few times when the port is
-    /// still held by a previous instance (a restart on the same port).
+    /// still held by a previous instance that is shutting down (a restart on the same port).
     async fn start(dir: &Path, cds: &str) -> Daemon {
         let mut last_log = String::new();
         for _ in 0..40 {
@@ -590,8 +590,11 @@ async fn restarting_the_daemon_keeps_stunnerd_listeners_up() {
     let probe = Probe::new("udp", udp).user("user-1", "pass-1");
     let tcp_probe = Probe::new("tcp", tcp).user("user-1", "pass-1");
 
-    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
-    let cds = daemon.addr.clone();
+    // A port from outside the ephemeral range, so no socket bound meanwhile takes it from the
+    // restarted daemon.
+    let cds = format!("127.0.0.1:{}", ports::free_ports(1)[0]);
+    let daemon = Daemon::start(&dir, &cds).await;
+    assert_eq!(daemon.addr, cds);
     let mut sd = Stunnerd::start(&cds).await;
     sd.wait_ready().await;
     const CONNECTED: &str = "connection successfully opened to config discovery server";
