@@ -31,20 +31,21 @@ fn end() -> u16 {
 /// by binding it.
 pub fn free_ports(n: usize) -> Vec<u16> {
     static TRIED: AtomicU32 = AtomicU32::new(0);
-    let span = u32::from(end() - FIRST);
+    let end = end();
+    let span = u32::from(end - FIRST);
     let start = std::process::id().wrapping_mul(7_919);
     let mut ports = Vec::with_capacity(n);
     for _ in 0..span {
         if ports.len() == n {
             break;
         }
-        let port = FIRST + ((start.wrapping_add(TRIED.fetch_add(1, Ordering::Relaxed))) % span) as u16;
+        let port = FIRST + (start.wrapping_add(TRIED.fetch_add(1, Ordering::Relaxed)) % span) as u16;
         let free = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok()
             && UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok();
         if free {
             ports.push(port);
         }
     }
-    assert_eq!(ports.len(), n, "free ports between {FIRST} and {}", end());
+    assert_eq!(ports.len(), n, "free ports between {FIRST} and {end}");
     ports
 }
