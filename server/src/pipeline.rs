@@ -40,10 +40,14 @@ impl Change {
         }
     }
 
-    /// Makes the change in `index`; returns what it made dirty.
+    /// Makes the change in `index`; returns what it made dirty. The index keeps no
+    /// `managedFields`: only the writer reads them, from [`Self::seen`], before this.
     pub fn apply_to(self, index: &mut Index) -> Dirty {
         match self {
-            Change::Apply(resource) => index.apply(resource),
+            Change::Apply(mut resource) => {
+                resource.meta_mut().managed_fields = None;
+                index.apply(resource)
+            }
             Change::Delete(r) => index.delete(r.kind, &r.key.namespace, &r.key.name),
         }
     }

@@ -84,7 +84,10 @@ impl Reconciler {
                     None => break,
                 },
                 _ = sleep_until(self.render_at) => {}
-                _ = sleep_until(service_deadline) => self.publish_expired(),
+                _ = sleep_until(service_deadline) => {
+                    self.publish_expired();
+                    self.flush_writes();
+                }
                 _ = heartbeat.tick() => {}
             }
             self.outputs.metrics.operator_loop_last_active.set(unix_now());

@@ -72,3 +72,44 @@ async fn legacy_mode_publishes_the_config_in_a_config_map() {
     assert_eq!(stunnerd_conf(&cm).unwrap().auth.credentials["password"], "pass-2");
     op.assert_no_rbac_denials();
 }
+
+/// Statuses lead the ConfigMap of the same render (as upstream's updater writes them): once
+/// the ConfigMap shows a route's change, the route's status already shows it. The revisions
+/// of this harness's one etcd order every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_are_written_before_the_config_map_of_their_render() {
+    let Some(cluster) = Cluster::start("legacy-status-order").await else { return };
+    let c = &cluster.admin;
+    apply_yaml(c, &namespace_yaml(NS)).await;
+    apply_yaml(c, &quickstart_yaml()).await;
+    let op = cluster.operator("legacy", &["--dataplane-mode", "legacy"]).await;
+    let mut conf = stunnerd_conf(
+        &wait_object(c, "v1", "ConfigMap", Some(NS), "stunnerd-config", "two listeners", |o| {
+            stunnerd_conf(o).is_some_and(|s| s.listeners.len() == 2)
+        })
+        .await,
+    );
+    let route_yaml = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/route.yaml")).unwrap();
+    for step in 1..=4 {
+        let route = route_yaml.replace(
+            "          name: media-servers\n",
+            &format!("          name: media-servers\n          port: {}\n", 9000 + step),
+        );
+        let generation = apply_yaml(c, &route).await[0].metadata.generation.unwrap();
+        let before = conf.clone();
+        let cm = wait_object(c, "v1", "ConfigMap", Some(NS), "stunnerd-config", "the route's change", |o| {
+            stunnerd_conf(o) != before
+        })
+        .await;
+        conf = stunnerd_conf(&cm);
+        wait_object(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane", "the step's generation", |o| {
+            condition(&o.data["status"]["parents"][0], "Accepted")
+                .is_some_and(|a| a["observedGeneration"] == generation)
+        })
+        .await;
+        let config_map = revision(c, "v1", "ConfigMap", Some(NS), "stunnerd-config").await;
+        let route = revision(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane").await;
+        assert!(route < config_map, "step {step}: the route's status ({route}) after the ConfigMap ({config_map})");
+    }
+    op.assert_no_rbac_denials();
+}

@@ -387,7 +387,9 @@ async fn a_restarted_operator_writes_nothing_and_serves_the_same_config() {
     let last = drain(&mut ws, Duration::from_secs(2)).await;
     assert!(last.iter().all(|c| !is_zero(c)), "a stopping operator pushed a zero config: {last:?}");
 
-    let op = cluster.operator("second", &args).await;
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let second: Vec<&str> = args.iter().copied().chain(["--metrics-bind-address", metrics.as_str()]).collect();
+    let op = cluster.operator("second", &second).await;
     let mut ws = op.watch(NS, "udp-gateway").await;
     let first = next_config(&mut ws).await;
     assert_eq!(first, before, "the new process serves the same config from its first frame");
@@ -396,6 +398,13 @@ async fn a_restarted_operator_writes_nothing_and_serves_the_same_config() {
     assert!(later.is_empty(), "unexpected configs after a restart: {later:?}");
     let versions_after = settle(&cluster.admin, &QUICKSTART_WRITTEN).await;
     assert_eq!(versions_after, versions_before, "a restart with nothing changed writes nothing");
+    // Not even a write the API server would have found to change nothing: what our field
+    // manager owns in each object is what the new process would apply.
+    let metrics = metrics.parse().unwrap();
+    let suppressed =
+        metric_sum(metrics, "stunner_gateway_operator_resource_operations_total{", "operation=\"suppressed\"");
+    assert!(suppressed.await >= QUICKSTART_WRITTEN.len() as f64, "every write was considered and skipped");
+    assert_eq!(write_attempts(metrics).await, 0.0, "no write was sent");
     assert!(op.log_contains("initial sync of every watched kind complete"));
     op.assert_no_rbac_denials();
 }
@@ -525,5 +534,203 @@ async fn a_lingering_daemon_set_is_deleted() {
     })
     .await;
     assert_eq!(daemon_set_writes().await, 1.0, "one DELETE, for the DaemonSet that was there");
+    op.assert_no_rbac_denials();
+}
+
+/// The quickstart's Dataplane with more of everything, each item a thing a user may remove:
+/// pod labels and annotations, an env var, a toleration.
+const RICH_DATAPLANE: &str = r#"
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata:
+  name: default
+spec:
+  replicas: 1
+  image: docker.io/l7mp/stunnerd:latest
+  command: ["stunnerd"]
+  args: ["-w"]
+  labels: {dummy-label-key: dummy, kept-label: kept}
+  annotations: {sidecar.example.com/inject: "true", kept-annotation: kept}
+  env:
+    - {name: EXTRA_A, value: "a"}
+    - {name: EXTRA_B, value: "b"}
+  tolerations:
+    - {key: node.example.com/a, operator: Exists}
+    - {key: node.example.com/b, operator: Exists}
+"#;
+
+/// A line taken out of the Dataplane, what it is, and how its absence shows in the pod template.
+type Removal = (&'static str, &'static str, fn(&Value) -> bool);
+
+/// The pod template of the Gateway's Deployment.
+fn pod_template(deployment: &kube::api::DynamicObject) -> &Value {
+    &deployment.data["spec"]["template"]
+}
+
+fn keys(map: &Value) -> Vec<String> {
+    map.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default()
+}
+
+fn names(list: &Value, field: &str) -> Vec<String> {
+    list.as_array().into_iter().flatten().filter_map(|e| e[field].as_str().map(String::from)).collect()
+}
+
+/// Every removal reaches the live objects, although they still hold every value the smaller
+/// render asks for: a server-side apply removes a field our manager set only when it is
+/// sent. Fields another manager set (on the Service and in the pod template) stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_removal_reaches_the_live_objects_and_foreign_fields_stay() {
+    let Some(cluster) = Cluster::start("removals").await else { return };
+    quickstart(&cluster).await;
+    let c = &cluster.admin;
+    apply_yaml(c, RICH_DATAPLANE).await;
+    let gateway_yaml = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gateway.yaml")).unwrap();
+    let labelled = gateway_yaml.replace("  annotations:\n", "  labels: {gateway-label: x}\n  annotations:\n");
+    apply_yaml(c, &labelled).await;
+    let op = cluster.operator("op", &[]).await;
+    let full = wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "every item", |o| {
+        let pod = pod_template(o);
+        keys(&pod["metadata"]["labels"]).contains(&"dummy-label-key".to_string())
+            && names(&pod["spec"]["tolerations"], "key").len() == 2
+    })
+    .await;
+    let env = &pod_template(&full)["spec"]["containers"][0]["env"];
+    assert!(names(env, "name").contains(&"EXTRA_B".to_string()), "{env}");
+    service_ports(c, "udp-gateway", &[3478, 3478]).await;
+
+    // Another manager adds a label and an annotation to the pod template and to the Service.
+    for (api_version, kind, body) in [
+        (
+            "apps/v1",
+            "Deployment",
+            json!({"spec": {"template": {"metadata": {
+            "labels": {"example.com/foreign": "x"}, "annotations": {"example.com/foreign": "x"}}}}}),
+        ),
+        (
+            "v1",
+            "Service",
+            json!({"metadata": {"labels": {"example.com/foreign": "x"}, "annotations": {"example.com/foreign": "x"}}}),
+        ),
+    ] {
+        let mut body = body;
+        body["apiVersion"] = api_version.into();
+        body["kind"] = kind.into();
+        body["metadata"]["name"] = "udp-gateway".into();
+        let api = api_for(c, api_version, kind, Some(NS)).await;
+        api.patch("udp-gateway", &kube::api::PatchParams::apply("another-tool"), &kube::api::Patch::Apply(&body))
+            .await
+            .unwrap();
+    }
+
+    // The user takes things away one at a time, each a render of its own: a pod label, a pod
+    // annotation, an env var and a toleration from the Dataplane, the Gateway's label, and
+    // the TCP listener (the Service's TCP port). After each, the live objects still hold every
+    // value the smaller render asks for; only the apply removes what it no longer sets.
+    let mut dataplane = RICH_DATAPLANE.to_string();
+    let removals: [Removal; 4] = [
+        ("dummy-label-key: dummy, ", "the pod label", |pod| {
+            !keys(&pod["metadata"]["labels"]).contains(&"dummy-label-key".to_string())
+        }),
+        ("sidecar.example.com/inject: \"true\", ", "the pod annotation", |pod| {
+            !keys(&pod["metadata"]["annotations"]).contains(&"sidecar.example.com/inject".to_string())
+        }),
+        ("    - {name: EXTRA_B, value: \"b\"}\n", "the env var", |pod| {
+            !names(&pod["spec"]["containers"][0]["env"], "name").contains(&"EXTRA_B".to_string())
+        }),
+        ("    - {key: node.example.com/b, operator: Exists}\n", "the toleration", |pod| {
+            names(&pod["spec"]["tolerations"], "key") == ["node.example.com/a"]
+        }),
+    ];
+    for (item, what, gone) in removals {
+        let smaller = dataplane.replace(item, "");
+        assert_ne!(smaller, dataplane, "{what}");
+        dataplane = smaller;
+        apply_yaml(c, &dataplane).await;
+        wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", &format!("{what} removed"), |o| {
+            gone(pod_template(o))
+        })
+        .await;
+    }
+    apply_yaml(c, &gateway_yaml).await;
+    wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "the Gateway's label removed", |o| {
+        label(o, "gateway-label").is_none()
+    })
+    .await;
+    wait_object(c, "v1", "Service", Some(NS), "udp-gateway", "the Gateway's label removed", |o| {
+        label(o, "gateway-label").is_none()
+    })
+    .await;
+    let one_listener = gateway_yaml.replace("    - name: tcp-listener\n      port: 3478\n      protocol: TCP\n", "");
+    assert_ne!(one_listener, gateway_yaml);
+    apply_yaml(c, &one_listener).await;
+    let service = service_ports(c, "udp-gateway", &[3478]).await;
+    assert_eq!(service.data["spec"]["ports"][0]["protocol"], "UDP", "the TCP port is gone");
+
+    let deployment = get(c, "apps/v1", "Deployment", Some(NS), "udp-gateway").await.unwrap();
+    let pod = pod_template(&deployment);
+    assert!(names(&pod["spec"]["containers"][0]["env"], "name").contains(&"EXTRA_A".to_string()));
+    assert_eq!(pod["metadata"]["labels"]["kept-label"], "kept");
+    assert_eq!(pod["metadata"]["annotations"]["kept-annotation"], "kept");
+    assert_eq!(pod["metadata"]["labels"]["example.com/foreign"], "x", "another manager's pod label stays");
+    assert_eq!(pod["metadata"]["annotations"]["example.com/foreign"], "x", "another manager's pod annotation stays");
+    assert_eq!(label(&service, "example.com/foreign"), Some("x"));
+    assert_eq!(service.metadata.annotations.as_ref().unwrap()["example.com/foreign"], "x");
+    op.assert_no_rbac_denials();
+}
+
+/// Statuses lead the objects of the same render (as upstream's updater writes them): once
+/// the Deployment shows a change, the Gateway's and the route's statuses already show it
+/// (they were written before it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_are_written_before_the_objects_of_their_render() {
+    let Some(cluster) = Cluster::start("status-order").await else { return };
+    quickstart(&cluster).await;
+    let c = &cluster.admin;
+    let op = cluster.operator("op", &[]).await;
+    wait_quickstart_statuses(&cluster).await;
+    let gateway_yaml = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gateway.yaml")).unwrap();
+    let route_yaml = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/route.yaml")).unwrap();
+    for step in 1..=4 {
+        // The route changes (a new generation), then the Gateway: a label the Deployment
+        // carries and a listener change that leaves the Service as it is.
+        let from = if step % 2 == 0 { "Same" } else { "All" };
+        let route = route_yaml.replace(
+            "          name: media-servers\n",
+            &format!("          name: media-servers\n          port: {}\n", 9000 + step),
+        );
+        assert_ne!(route, route_yaml);
+        let route_generation = apply_yaml(c, &route).await[0].metadata.generation.unwrap();
+        let gateway = gateway_yaml
+            .replace("  annotations:\n", &format!("  labels: {{step: \"{step}\"}}\n  annotations:\n"))
+            .replace(
+                "      protocol: UDP\n",
+                &format!("      protocol: UDP\n      allowedRoutes: {{namespaces: {{from: {from}}}}}\n"),
+            );
+        let gateway_generation = apply_yaml(c, &gateway).await[0].metadata.generation.unwrap();
+        let step_label = step.to_string();
+        wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "the step's label", |o| {
+            label(o, "step") == Some(step_label.as_str())
+        })
+        .await;
+        wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "the step's generation", |o| {
+            condition(&o.data["status"], "Programmed").is_some_and(|p| p["observedGeneration"] == gateway_generation)
+        })
+        .await;
+        wait_object(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane", "the step's generation", |o| {
+            condition(&o.data["status"]["parents"][0], "Accepted")
+                .is_some_and(|a| a["observedGeneration"] == route_generation)
+        })
+        .await;
+        // Each was written once in this step: the order of their revisions is the order of
+        // the writes.
+        let deployment = revision(c, "apps/v1", "Deployment", Some(NS), "udp-gateway").await;
+        let gateway = revision(c, GW, "Gateway", Some(NS), "udp-gateway").await;
+        let route = revision(c, "stunner.l7mp.io/v1", "UDPRoute", Some(NS), "media-plane").await;
+        assert!(
+            gateway < deployment,
+            "step {step}: the Gateway's status ({gateway}) after the Deployment ({deployment})"
+        );
+        assert!(route < deployment, "step {step}: the route's status ({route}) after the Deployment ({deployment})");
+    }
     op.assert_no_rbac_denials();
 }

@@ -1,23 +1,27 @@
-//! Whether an object as the watchers saw it already has the content a write would give it,
-//! so that the write can be skipped: after a restart, and on a replica that is not leading,
-//! where the leader's writes come back through the watchers.
+//! Whether an object as the watchers saw it already is what a write would make it, so that
+//! the write can be skipped: after a restart, and on a replica that is not leading, where the
+//! leader's writes come back through the watchers.
 //!
-//! A server-side apply sets the fields of its body and leaves the rest alone, so the live
-//! object matches when it contains the body: every map entry of the body present with a
-//! matching value, lists matched element by element. Fields the API server normalises (e.g.
+//! A server-side apply sets the fields of its body, removes the fields our field manager set
+//! before and no longer sets, and leaves everyone else's alone. So the live object matches
+//! when our manager owns exactly the fields the body sets ([`FieldSet::is_set_by`]) and the
+//! object contains the body's values: every map entry of the body present with a matching
+//! value, lists matched element by element. Fields the API server normalises (e.g.
 //! quantities) may fail to match; that only costs a write that changes nothing.
 
 use super::ops::{Op, Scope, Target};
+use super::owned_fields::{FieldSet, is_zero};
 use serde_json::Value;
 use stunner_gateway::index::Resource;
 
-/// `Some(version)` if `live` (the object of `target`, `None` if absent) already is what `op`
-/// would make it, at that resourceVersion (`None`: absent, for a delete).
-pub fn matches(live: Option<&Resource>, target: &Target, op: &Op) -> Option<Option<String>> {
+/// `Some(version)` if `live` (the object of `target`, `None` if absent), of which our field
+/// manager owns `owned` in `target`'s scope, already is what `op` would make it, at that
+/// resourceVersion (`None`: absent, for a delete).
+pub fn matches(live: Option<&Resource>, owned: Option<&FieldSet>, target: &Target, op: &Op) -> Option<Option<String>> {
     match (op, live) {
         // Absent means deleted only for kinds the watchers see.
         (Op::Delete, None) if target.kind.watched().is_some() => Some(None),
-        (Op::Apply(body), Some(live)) => {
+        (Op::Apply(body), Some(live)) if owned.is_some_and(|fields| fields.is_set_by(body)) => {
             let value = live.to_value().ok()?;
             let found = match target.scope {
                 Scope::Spec => contains(&value, body),
@@ -43,17 +47,6 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
     }
 }
 
-fn is_zero(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,21 +68,26 @@ mod tests {
     }
 
     #[test]
-    fn a_live_object_with_the_content_matches_at_its_version() {
+    fn a_live_object_with_the_content_and_our_fields_matches_at_its_version() {
         let target = Target { scope: Scope::Spec, kind: WriteKind::Service, key: ObjectKey::new("ns", "gw") };
         let live: Service = serde_json::from_value(json!({
-            "metadata": {"name": "gw", "namespace": "ns", "resourceVersion": "42", "uid": "u"},
+            "metadata": {"name": "gw", "namespace": "ns", "resourceVersion": "42", "uid": "u", "labels": {"a": "1"}},
             "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.1"},
         }))
         .unwrap();
         let live = Resource::from(live);
-        let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gw", "namespace": "ns"},
+        let ours =
+            FieldSet::parse(&json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:type": {}}})).unwrap();
+        let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gw", "namespace": "ns", "labels": {"a": "1"}},
             "spec": {"type": "LoadBalancer"}});
-        assert_eq!(matches(Some(&live), &target, &Op::Apply(body.clone())), Some(Some("42".into())));
-        let other = json!({"spec": {"type": "NodePort"}});
-        assert_eq!(matches(Some(&live), &target, &Op::Apply(other)), None);
-        assert_eq!(matches(None, &target, &Op::Apply(body)), None);
-        assert_eq!(matches(None, &target, &Op::Delete), Some(None), "already gone");
-        assert_eq!(matches(Some(&live), &target, &Op::Delete), None);
+        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Apply(body.clone())), Some(Some("42".into())));
+        let other = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"type": "NodePort"}});
+        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Apply(other)), None, "another value");
+        let fewer = json!({"spec": {"type": "LoadBalancer"}});
+        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Apply(fewer)), None, "a label we set is removed");
+        assert_eq!(matches(Some(&live), None, &target, &Op::Apply(body.clone())), None, "not ours: written once");
+        assert_eq!(matches(None, Some(&ours), &target, &Op::Apply(body)), None);
+        assert_eq!(matches(None, None, &target, &Op::Delete), Some(None), "already gone");
+        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Delete), None);
     }
 }

@@ -1,7 +1,8 @@
 //! Cluster mode: the operator against a Kubernetes API server. Watchers feed the index
 //! ([`source`], translating events with [`translate`]); the [`writer`] applies the rendered
 //! [`ops`], coalesced by the [`queue`], when this replica leads ([`lease`]), skipping what the
-//! watchers show in place already ([`live`]). [`pods`] indexes the dataplane pods' IPs for CDS
+//! watchers show in place already ([`live`], with the fields our manager owns there:
+//! [`owned_fields`]). [`pods`] indexes the dataplane pods' IPs for CDS
 //! authorization, [`review`] checks CDS clients' bearer tokens, [`nodes`] keeps the CDS's node
 //! address table in step with the Nodes.
 
@@ -9,6 +10,7 @@ pub mod lease;
 pub mod live;
 pub mod nodes;
 pub mod ops;
+pub mod owned_fields;
 pub mod pods;
 pub mod queue;
 pub mod review;

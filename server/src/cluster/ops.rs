@@ -8,6 +8,9 @@ use stunner_gateway::index::{Kind, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
+/// The field manager of every write, as `kubectl get --show-managed-fields` shows it.
+pub const FIELD_MANAGER: &str = "stunner-gateway-operator";
+
 /// The kinds the operator writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WriteKind {
@@ -69,11 +72,13 @@ impl WriteKind {
     }
 }
 
-/// The main object or its status subresource.
+/// The main object or its status subresource. Statuses order first: the writer writes a
+/// render's statuses before its objects, as upstream's updater does, so whoever waits for an
+/// object (a Deployment, legacy mode's ConfigMap) finds the statuses of the same render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
-    Spec,
     Status,
+    Spec,
 }
 
 impl Scope {
@@ -209,18 +214,19 @@ mod tests {
         assert_eq!(
             kinds,
             [
+                (Scope::Status, WriteKind::GatewayClass),
+                (Scope::Status, WriteKind::Gateway),
                 (Scope::Spec, WriteKind::Service),
                 (Scope::Spec, WriteKind::Deployment),
                 (Scope::Spec, WriteKind::DaemonSet),
-                (Scope::Status, WriteKind::GatewayClass),
-                (Scope::Status, WriteKind::Gateway),
-            ]
+            ],
+            "statuses first"
         );
-        let Op::Apply(class) = &ops[3].1 else { panic!() };
+        let Op::Apply(class) = &ops[0].1 else { panic!() };
         assert_eq!(class["apiVersion"], "gateway.networking.k8s.io/v1");
         assert_eq!(class["metadata"], json!({ "name": "stunner" }), "cluster-scoped: no namespace");
-        let Op::Apply(svc) = &ops[0].1 else { panic!() };
+        let Op::Apply(svc) = &ops[2].1 else { panic!() };
         assert_eq!((&svc["apiVersion"], &svc["kind"]), (&json!("v1"), &json!("Service")));
-        assert_eq!((&ops[1].1, &ops[2].1), (&Op::Delete, &Op::Delete));
+        assert_eq!((&ops[3].1, &ops[4].1), (&Op::Delete, &Op::Delete));
     }
 }

@@ -3,9 +3,12 @@
 //! A relist (the watcher's `Init`, `InitApply`…, `InitDone`, after a start or a lost watch)
 //! is buffered until complete, then becomes applies of the objects that changed and deletes
 //! of the objects gone meanwhile, so the index never sees half a list and an unchanged object
-//! does not re-render its Gateways. Objects lose their `managedFields` on the way in: the
-//! renderer never reads them and they are often the bulk of an object.
+//! does not re-render its Gateways. Objects keep only our own field manager's `managedFields`
+//! on the way in: the writer reads those (what a write would remove, see `owned_fields`), the
+//! renderer none, and the rest is often the bulk of an object. The index drops them too
+//! ([`Change::apply_to`]).
 
+use super::ops::FIELD_MANAGER;
 use crate::pipeline::Change;
 use kube::runtime::watcher::Event;
 use std::collections::BTreeMap;
@@ -85,10 +88,16 @@ impl Tracker {
     }
 }
 
-/// The object as the index stores it: converted, without `managedFields`.
+/// The object converted, with only our field manager's `managedFields`.
 fn prepare<K: Into<Resource>>(obj: K) -> Resource {
     let mut r = obj.into();
-    r.meta_mut().managed_fields = None;
+    let managed = &mut r.meta_mut().managed_fields;
+    if let Some(entries) = managed {
+        entries.retain(|e| e.manager.as_deref() == Some(FIELD_MANAGER));
+        if entries.is_empty() {
+            *managed = None;
+        }
+    }
     r
 }
 
@@ -103,15 +112,13 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 
     fn svc(name: &str, rv: &str) -> Service {
+        let entry = |manager: &str| ManagedFieldsEntry { manager: Some(manager.into()), ..Default::default() };
         Service {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("ns".into()),
                 resource_version: Some(rv.into()),
-                managed_fields: Some(vec![ManagedFieldsEntry {
-                    manager: Some("kubectl".into()),
-                    ..Default::default()
-                }]),
+                managed_fields: Some(vec![entry("kubectl"), entry(FIELD_MANAGER)]),
                 ..Default::default()
             },
             ..Default::default()
@@ -138,7 +145,8 @@ mod tests {
         assert!(step.first_sync);
         assert_eq!(summary(&step.changes), ["apply ns/a 1", "apply ns/b 1"]);
         let Change::Apply(r) = &step.changes[0] else { panic!() };
-        assert_eq!(r.meta().managed_fields, None, "managedFields are stripped");
+        let managers: Vec<_> = r.meta().managed_fields.iter().flatten().map(|e| e.manager.as_deref()).collect();
+        assert_eq!(managers, [Some(FIELD_MANAGER)], "only our own managedFields are kept");
     }
 
     #[test]
@@ -150,7 +158,7 @@ mod tests {
         assert!(!step.first_sync);
         assert_eq!(summary(&step.changes), ["apply ns/a 2"]);
         let Change::Apply(r) = &step.changes[0] else { panic!() };
-        assert_eq!(r.meta().managed_fields, None);
+        assert_eq!(r.meta().managed_fields.as_ref().map(Vec::len), Some(1));
         assert_eq!(summary(&t.handle(Event::Delete(svc("a", "3"))).changes), ["delete ns/a"]);
     }
 

@@ -15,7 +15,7 @@
 //! priority and fairness. The writer sends one request at a time and waits for its answer, so
 //! it never has more than one in flight, and a 429 is retried after a growing delay.
 
-use super::ops::{Op, Scope, Target, WriteKind, ops_of};
+use super::ops::{FIELD_MANAGER, Op, Scope, Target, WriteKind, ops_of};
 use super::queue::Queue;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -27,9 +27,6 @@ use stunner_gateway::render::RenderOutput;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// The field manager of every write, as `kubectl get --show-managed-fields` shows it.
-pub const FIELD_MANAGER: &str = "stunner-gateway-operator";
 
 /// Attempts per write before it is left for the next round.
 const ATTEMPTS: u32 = 4;
@@ -70,28 +67,29 @@ impl Writer {
     }
 
     /// Queues the writes `output` asks for, unless `index` (what the watchers saw) shows them
-    /// in place already; never blocks on the API server.
+    /// in place already, and hands them to the writer; never blocks on the API server.
     pub fn submit(&self, output: &RenderOutput, index: &Index) {
-        self.submit_ops(ops_of(output), index);
+        self.stage(ops_of(output), index);
+        self.flush();
     }
 
-    /// [`Self::submit`] for writes of single results, handed on by a render as it goes (see
-    /// [`super::ops`]).
-    pub fn submit_ops(&self, ops: impl IntoIterator<Item = (Target, Op)>, index: &Index) {
-        let mut queued = false;
-        {
-            let mut queue = self.lock();
-            for (target, op) in ops {
-                let labels = labels(&target, "suppressed");
-                let live = |t: &Target| index.get(&ObjRef::new(t.kind.watched()?, t.key.clone()));
-                if queue.submit(target, op, live) {
-                    queued = true;
-                } else {
-                    self.count(labels);
-                }
+    /// Stages writes of single results, handed on by a render as it goes (see
+    /// [`super::ops`]), unless `index` shows them in place already: the writer takes them at
+    /// the next [`Self::flush`], all of one render at once.
+    pub fn stage(&self, ops: impl IntoIterator<Item = (Target, Op)>, index: &Index) {
+        let mut queue = self.lock();
+        for (target, op) in ops {
+            let labels = labels(&target, "suppressed");
+            let live = |t: &Target| index.get(&ObjRef::new(t.kind.watched()?, t.key.clone()));
+            if !queue.submit(target, op, live) {
+                self.count(labels);
             }
         }
-        if queued {
+    }
+
+    /// Hands the staged writes to the writer: the end of a render.
+    pub fn flush(&self) {
+        if self.lock().flush() {
             // Only a waiting writer needs waking: one that is not waiting takes the queue next.
             self.shared.wake.notify_waiters();
         }
@@ -113,7 +111,9 @@ impl Writer {
     /// Takes what is queued, for tests of what the render loop hands the writer.
     #[cfg(test)]
     pub fn take_queued(&self) -> Vec<super::ops::Target> {
-        self.lock().take().into_keys().collect()
+        let mut queue = self.lock();
+        queue.flush();
+        queue.take().into_keys().collect()
     }
 
     fn count(&self, labels: ResourceOperationLabels) {
@@ -419,6 +419,36 @@ mod tests {
         writer.submit(&output("4"), &Index::new());
         settle().await;
         assert_eq!(sink.services(), ["2", "3", "4"]);
+        running.stop().await;
+    }
+
+    /// A render stages a Gateway's objects, then its routes' statuses: nothing is written
+    /// before the render is done, and then every status before any object.
+    #[tokio::test(start_paused = true)]
+    async fn a_renders_statuses_are_written_before_its_objects() {
+        let writer = Writer::new(OperatorMetrics::default());
+        let sink = Recorder::default();
+        let (_leader, leading) = watch::channel(true);
+        let running = Running::start(&writer, &sink, leading);
+        let gateway = ObjectKey::new("ns", "gw");
+        let mut out = output("1").gateways.remove(&gateway).unwrap();
+        out.status = Some(Default::default());
+        writer.stage(crate::cluster::ops::gateway_ops(&gateway, &out), &Index::new());
+        let route = ObjRef::new(stunner_gateway::index::Kind::UdpRoute, ObjectKey::new("ns", "r"));
+        writer.stage([crate::cluster::ops::route_op(&route, &Default::default())], &Index::new());
+        settle().await;
+        assert!(sink.writes.lock().unwrap().is_empty(), "staged, not written");
+        writer.flush();
+        settle().await;
+        let order: Vec<_> = sink.writes.lock().unwrap().iter().map(|(t, _)| (t.scope, t.kind)).collect();
+        assert_eq!(
+            order,
+            [
+                (Scope::Status, WriteKind::Gateway),
+                (Scope::Status, WriteKind::UdpRoute),
+                (Scope::Spec, WriteKind::Service)
+            ]
+        );
         running.stop().await;
     }
 

@@ -38,8 +38,18 @@ impl Reconciler {
             upsert(&self.outputs, &key, config);
             if let Some(writer) = &self.outputs.writer {
                 let status_only = GatewayOutput { status, ..GatewayOutput::default() };
-                writer.submit_ops(ops::gateway_ops(&key, &status_only), &self.index);
+                writer.stage(ops::gateway_ops(&key, &status_only), &self.index);
             }
+        }
+    }
+}
+
+impl Reconciler {
+    /// Hands what the last render or expired wait staged to the writer, all together: the
+    /// writer then writes its statuses before its objects (see `cluster::queue`).
+    pub(super) fn flush_writes(&self) {
+        if let Some(writer) = &self.outputs.writer {
+            writer.flush();
         }
     }
 }
@@ -47,7 +57,7 @@ impl Reconciler {
 impl Publisher<'_> {
     fn submit(&self, ops: impl IntoIterator<Item = (ops::Target, ops::Op)>) {
         if let Some(writer) = &self.outputs.writer {
-            writer.submit_ops(ops, self.index);
+            writer.stage(ops, self.index);
         }
     }
 }

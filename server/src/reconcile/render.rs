@@ -35,6 +35,7 @@ impl Reconciler {
             self.render_streamed()
         }
         self.publish_expired();
+        self.flush_writes();
         self.outputs.readiness.set_ready();
     }
 

@@ -749,6 +749,14 @@ pub fn managers(obj: &DynamicObject) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The resourceVersion of an object as a number: this harness's API server stores in one
+/// etcd, whose revisions order every write of the cluster, so tests can tell which of two
+/// writes came first.
+pub async fn revision(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> u64 {
+    let rv = resource_version(client, api_version, kind, namespace, name).await.expect("the object exists");
+    rv.parse().expect("an etcd revision")
+}
+
 /// An object the tests track by resourceVersion: (apiVersion, kind, namespace, name).
 pub type ObjectId = (&'static str, &'static str, Option<&'static str>, &'static str);
 

@@ -154,7 +154,8 @@ async fn in_a_cluster_a_gateway_status_waits_with_its_config() {
 /// else (another resourceVersion), the next render writes it again.
 #[tokio::test(start_paused = true)]
 async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
-    use crate::cluster::ops::{Scope, WriteKind};
+    use crate::cluster::ops::{FIELD_MANAGER, Scope, WriteKind};
+    use crate::cluster::owned_fields::applied_entry;
     let l = Loop::start_in_cluster();
     let queued = || {
         let targets = l.writer.as_ref().unwrap().take_queued();
@@ -167,6 +168,9 @@ async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
     let Input::Changes(mut back) = applied_service(quickstart()) else { unreachable!() };
     let Some(Change::Apply(service)) = back.pop() else { unreachable!() };
     let Resource::Service(mut service) = service else { unreachable!() };
+    // As the API server shows it: with the fields our manager applied.
+    let body = serde_json::to_value(&service).unwrap();
+    service.metadata.managed_fields = Some(vec![applied_entry(FIELD_MANAGER, &body)]);
     service.metadata.resource_version = Some("1".into());
     let watched = |s: &k8s_openapi::api::core::v1::Service| Input::Changes(vec![Change::Apply(s.clone().into())]);
     l.send(watched(&service)).await;

@@ -1,0 +1,335 @@
+//! The fields the operator's field manager owns in a live object, read from its
+//! `metadata.managedFields`, and whether a body to apply sets exactly those.
+//!
+//! A server-side apply removes a field that the manager set before and no longer sets, and
+//! only then: skipping a write because the live object merely contains the new body would
+//! keep every field the user took away (a label, an annotation, a port, an env var). So a
+//! write is skipped only when the live object holds the body's values *and* our manager's
+//! field set is the body's field set, i.e. the apply would change nothing.
+//!
+//! The field set is the API server's `FieldsV1` tree: `f:<name>` for a field of a map or
+//! struct, `k:{...}` for an element of a list keyed by some of its fields, `v:<value>` for an
+//! element of a set, `i:<n>` for a positional element, `.` for the element itself, and an
+//! empty node for a leaf: a scalar, or a list or map the schema makes atomic. Leaves are not
+//! looked into; their values are compared by the caller's containment check.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// One node of a field set.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldSet {
+    /// A scalar, or an atomic list or map: owned as a whole.
+    Leaf,
+    /// A map or struct: the fields owned in it.
+    Fields(BTreeMap<String, FieldSet>),
+    /// A list: the elements owned in it, each named by its key.
+    Items(Vec<(Item, FieldSet)>),
+}
+
+/// How a `FieldsV1` tree names a list element.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    /// `k:{...}`: the element whose fields have these values.
+    Key(Map<String, Value>),
+    /// `v:<value>`: the element that is this value.
+    Value(Value),
+    /// `i:<n>`: the element at this position.
+    Index(usize),
+}
+
+/// What one field manager owns of one object: its spec-side apply and its status apply.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Owned {
+    pub main: Option<FieldSet>,
+    pub status: Option<FieldSet>,
+}
+
+impl Owned {
+    /// The field sets `manager` applied to `entries` (server-side apply only: fields it set
+    /// with an update are not removed by an apply, so they do not count).
+    pub fn of(entries: &[ManagedFieldsEntry], manager: &str) -> Owned {
+        let mut owned = Owned::default();
+        let ours = entries.iter().filter(|e| e.manager.as_deref() == Some(manager));
+        for entry in ours.filter(|e| e.operation.as_deref() == Some("Apply")) {
+            let Some(fields) = entry.fields_v1.as_ref().and_then(|f| FieldSet::parse(&f.0)) else { continue };
+            match entry.subresource.as_deref().unwrap_or("") {
+                "" => owned.main = Some(fields),
+                "status" => owned.status = Some(fields),
+                _ => {}
+            }
+        }
+        owned
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.main.is_none() && self.status.is_none()
+    }
+}
+
+impl FieldSet {
+    /// Reads a `FieldsV1` tree; `None` if it is not one.
+    pub fn parse(value: &Value) -> Option<FieldSet> {
+        let Value::Object(children) = value else { return None };
+        let mut fields = BTreeMap::new();
+        let mut items = Vec::new();
+        for (name, child) in children {
+            if name == "." {
+                continue;
+            }
+            let node = FieldSet::parse(child)?;
+            let (tag, rest) = name.split_once(':')?;
+            match tag {
+                "f" => {
+                    fields.insert(rest.to_string(), node);
+                }
+                "k" => items.push((Item::Key(serde_json::from_str(rest).ok()?), node)),
+                "v" => items.push((Item::Value(serde_json::from_str(rest).ok()?), node)),
+                "i" => items.push((Item::Index(rest.parse().ok()?), node)),
+                _ => return None,
+            }
+        }
+        Some(match (fields.is_empty(), items.is_empty()) {
+            (true, true) => FieldSet::Leaf,
+            (false, true) => FieldSet::Fields(fields),
+            (true, false) => FieldSet::Items(items),
+            (false, false) => return None, // a node is a map or a list, never both
+        })
+    }
+
+    /// Whether applying `body` (a whole apply configuration) would own exactly these fields.
+    /// The object's identity (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`) is
+    /// never part of a field set.
+    pub fn is_set_by(&self, body: &Value) -> bool {
+        let Value::Object(top) = body else { return false };
+        let mut fields = top.clone();
+        fields.remove("apiVersion");
+        fields.remove("kind");
+        if let Some(Value::Object(meta)) = fields.get_mut("metadata") {
+            meta.remove("name");
+            meta.remove("namespace");
+        }
+        // At the top an empty set owns nothing; below, an empty node is a leaf.
+        let top = match self {
+            FieldSet::Leaf => &FieldSet::Fields(BTreeMap::new()),
+            set => set,
+        };
+        top.covers(&Value::Object(fields))
+    }
+
+    fn covers(&self, body: &Value) -> bool {
+        match (self, body) {
+            (FieldSet::Leaf, _) => true,
+            (FieldSet::Fields(owned), Value::Object(set)) => {
+                // A field the body sets to a zero value may be absent from the set: the API
+                // server drops such values where the type omits them when empty.
+                let set_fields = set.iter().filter(|(_, v)| !v.is_null());
+                set_fields.clone().all(|(k, v)| owned.get(k).map_or_else(|| is_zero(v), |node| node.covers(v)))
+                    && owned.keys().all(|k| set.get(k).is_some_and(|v| !v.is_null()))
+            }
+            (FieldSet::Items(items), Value::Array(elements)) => {
+                if items.len() != elements.len() {
+                    return false;
+                }
+                let mut taken = vec![false; elements.len()];
+                items.iter().all(|(item, node)| {
+                    let found = (0..elements.len()).find(|&i| !taken[i] && item.names(i, &elements[i]));
+                    found.is_some_and(|i| {
+                        taken[i] = true;
+                        node.covers(&elements[i])
+                    })
+                })
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Item {
+    /// Whether this names `element`, the list's `index`th.
+    fn names(&self, index: usize, element: &Value) -> bool {
+        match self {
+            Item::Key(key) => key.iter().all(|(k, v)| element.get(k) == Some(v)),
+            Item::Value(v) => element == v,
+            Item::Index(i) => *i == index,
+        }
+    }
+}
+
+/// `false`, `0`, `""`, `[]` and `{}`: what Go's `omitempty` leaves out.
+pub fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// Our manager's entry as the API server would record an apply of `body` whose lists are all
+/// atomic: what tests give the objects they pretend to watch back.
+#[cfg(test)]
+pub fn applied_entry(manager: &str, body: &Value) -> ManagedFieldsEntry {
+    fn fields(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (format!("f:{k}"), fields(v))).collect(),
+            ),
+            _ => Value::Object(Map::new()),
+        }
+    }
+    let mut top = body.clone();
+    if let Value::Object(m) = &mut top {
+        m.remove("apiVersion");
+        m.remove("kind");
+        if let Some(Value::Object(meta)) = m.get_mut("metadata") {
+            meta.remove("name");
+            meta.remove("namespace");
+        }
+    }
+    ManagedFieldsEntry {
+        manager: Some(manager.into()),
+        operation: Some("Apply".into()),
+        fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(fields(&top))),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
+    use serde_json::json;
+
+    fn fields(v: Value) -> FieldSet {
+        FieldSet::parse(&v).expect("a FieldsV1 tree")
+    }
+
+    /// A Service as the operator applies it, and the field set the API server records for it.
+    fn service(labels: Value, ports: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gw", "namespace": "ns", "labels": labels},
+            "spec": {"type": "LoadBalancer", "ports": ports, "selector": {"app": "stunner"}}})
+    }
+
+    fn service_fields() -> FieldSet {
+        fields(json!({
+            "f:metadata": {"f:labels": {"f:a": {}, "f:b": {}}},
+            "f:spec": {
+                "f:type": {},
+                "f:selector": {},
+                "f:ports": {
+                    "k:{\"port\":3478,\"protocol\":\"UDP\"}": {".": {}, "f:port": {}, "f:protocol": {}, "f:name": {}},
+                    "k:{\"port\":3479,\"protocol\":\"TCP\"}": {".": {}, "f:port": {}, "f:protocol": {}, "f:name": {}}
+                }
+            }
+        }))
+    }
+
+    fn ports(n: usize) -> Value {
+        let all = [
+            json!({"name": "u", "port": 3478, "protocol": "UDP"}),
+            json!({"name": "t", "port": 3479, "protocol": "TCP"}),
+        ];
+        Value::Array(all[..n].to_vec())
+    }
+
+    #[test]
+    fn the_same_body_sets_the_same_fields() {
+        assert!(service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), ports(2))));
+    }
+
+    #[test]
+    fn a_field_no_longer_set_is_a_change() {
+        assert!(!service_fields().is_set_by(&service(json!({"a": "1"}), ports(2))), "a label removed");
+        assert!(!service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), ports(1))), "a port removed");
+        let body = service(json!({"a": "1", "b": "2"}), ports(2));
+        let mut no_type = body.clone();
+        no_type["spec"].as_object_mut().unwrap().remove("type");
+        assert!(!service_fields().is_set_by(&no_type), "a spec field removed");
+        no_type["spec"]["type"] = Value::Null;
+        assert!(!service_fields().is_set_by(&no_type), "null is not set");
+    }
+
+    #[test]
+    fn a_field_newly_set_is_a_change_unless_it_is_zero() {
+        let more = service(json!({"a": "1", "b": "2", "c": "3"}), ports(2));
+        assert!(!service_fields().is_set_by(&more));
+        let mut zero = service(json!({"a": "1", "b": "2"}), ports(2));
+        zero["spec"]["publishNotReadyAddresses"] = json!(false);
+        zero["spec"]["externalIPs"] = json!([]);
+        assert!(service_fields().is_set_by(&zero), "omitted zero values match their absence");
+    }
+
+    #[test]
+    fn list_elements_are_found_by_key_not_position() {
+        let mut swapped = ports(2);
+        swapped.as_array_mut().unwrap().reverse();
+        assert!(service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), swapped)));
+        let other =
+            json!([{"name": "u", "port": 3478, "protocol": "UDP"}, {"name": "t", "port": 3480, "protocol": "TCP"}]);
+        assert!(!service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), other)), "another key");
+        let unnamed = json!([{"port": 3478, "protocol": "UDP"}, {"name": "t", "port": 3479, "protocol": "TCP"}]);
+        assert!(!service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), unnamed)), "a field of an element");
+    }
+
+    #[test]
+    fn sets_and_positions_name_elements_too() {
+        let set = fields(json!({"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}));
+        assert!(set.is_set_by(&json!({"finalizers": ["b", "a"]})));
+        assert!(!set.is_set_by(&json!({"finalizers": ["a"]})));
+        let positional = fields(json!({"f:l": {"i:0": {"f:x": {}}}}));
+        assert!(positional.is_set_by(&json!({"l": [{"x": 1}]})));
+        assert!(!positional.is_set_by(&json!({"l": [{"y": 1}]})));
+    }
+
+    #[test]
+    fn atomic_lists_and_maps_are_leaves() {
+        let atomic = fields(json!({"f:spec": {"f:tolerations": {}, "f:selector": {}}}));
+        assert!(
+            atomic.is_set_by(&json!({"spec": {"tolerations": [{"key": "a"}, {"key": "b"}], "selector": {"x": "y"}}}))
+        );
+    }
+
+    #[test]
+    fn identity_is_not_part_of_the_field_set() {
+        let status = fields(json!({"f:status": {"f:conditions": {}}}));
+        let body = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "namespace": "n"},
+            "status": {"conditions": [{"type": "Accepted"}]}});
+        assert!(status.is_set_by(&body));
+        let nothing = fields(json!({}));
+        assert!(nothing.is_set_by(&json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}})));
+        assert!(!nothing.is_set_by(&body), "an empty set owns no status");
+    }
+
+    #[test]
+    fn only_the_managers_applies_count() {
+        let entry = |manager: &str, operation: &str, subresource: Option<&str>, fields: Value| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(operation.into()),
+            subresource: subresource.map(Into::into),
+            fields_v1: Some(FieldsV1(fields)),
+            ..Default::default()
+        };
+        let entries = [
+            entry("kubectl", "Apply", None, json!({"f:metadata": {"f:labels": {"f:x": {}}}})),
+            entry("op", "Update", None, json!({"f:spec": {"f:y": {}}})),
+            entry("op", "Apply", None, json!({"f:spec": {"f:z": {}}})),
+            entry("op", "Apply", Some("status"), json!({"f:status": {}})),
+        ];
+        let owned = Owned::of(&entries, "op");
+        assert_eq!(owned.main, Some(fields(json!({"f:spec": {"f:z": {}}}))));
+        assert_eq!(owned.status, Some(FieldSet::Fields([("status".to_string(), FieldSet::Leaf)].into())));
+        assert!(Owned::of(&entries, "nobody").is_empty());
+    }
+
+    #[test]
+    fn what_is_not_a_field_set_is_refused() {
+        assert_eq!(FieldSet::parse(&json!({"x:y": {}})), None);
+        assert_eq!(FieldSet::parse(&json!({"k:not json": {}})), None);
+        assert_eq!(FieldSet::parse(&json!({"f:a": {}, "v:1": {}})), None);
+        assert_eq!(FieldSet::parse(&json!([])), None);
+    }
+}
