@@ -717,3 +717,20 @@ fn rbac_is_least_privilege() {
         assert!(allows(&role, "coordination.k8s.io", "leases", verb), "lease.rs needs {verb}");
     }
 }
+
+#[test]
+fn helm_logging_values_of_the_stunner_chart() {
+    if !deploytool_built() {
+        return;
+    }
+    let a = args(&helm(&[]));
+    assert!(a.contains(&"--zap-encoder=console".into()) && a.contains(&"--zap-log-level=info".into()), "{a:?}");
+    let a = args(&helm(&["logging.operator.format=JSON", "logging.operator.level=debug", "logLevel=error"]));
+    assert!(a.contains(&"--zap-encoder=json".into()) && a.contains(&"--zap-log-level=debug".into()), "{a:?}");
+    let out = Command::new(deploytool_bin())
+        .args(["helm-template", chart().as_str(), "--set", "logging.operator.format=logfmt"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("logging.operator.format \"logfmt\": must be text or json"));
+}

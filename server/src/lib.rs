@@ -5,6 +5,7 @@ pub mod cluster;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod listener;
+pub mod logs;
 pub mod memory;
 pub mod metrics;
 pub mod pipeline;

@@ -12,7 +12,7 @@ use stunner_gateway::render::RenderSettings;
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, Opening, ServerSettings};
-use stunner_gateway_operator::cli::{self, Args};
+use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
@@ -34,7 +34,7 @@ fn main() -> ExitCode {
 
 async fn operator() -> ExitCode {
     let args = Args::from_env();
-    init_logging(cli::log_filter(&args.zap_log_level, args.rust_log.as_deref()));
+    stunner_gateway_operator::logs::init(args.log_settings());
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -343,11 +343,6 @@ impl Mode {
 
 fn bind(addr: std::net::SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
     admin::bind(addr).with_context(|| format!("cannot listen on {flag} {addr}"))
-}
-
-fn init_logging(filter: tracing_subscriber::EnvFilter) {
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 async fn wait_for_signal() {
