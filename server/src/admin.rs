@@ -150,7 +150,19 @@ pub async fn serve_router(
     header_read_timeout: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut acceptor = match Acceptor::new(listener, name, MAX_CONNECTIONS, None) {
+    serve_router_with_limit(listener, name, router, header_read_timeout, MAX_CONNECTIONS, shutdown).await
+}
+
+/// [`serve_router`] with at most `max_connections` open at once.
+pub async fn serve_router_with_limit(
+    listener: TcpListener,
+    name: &'static str,
+    router: Router,
+    header_read_timeout: Duration,
+    max_connections: usize,
+    shutdown: CancellationToken,
+) {
+    let mut acceptor = match Acceptor::new(listener, name, max_connections, None) {
         Ok(acceptor) => acceptor,
         Err(e) => {
             tracing::error!(error = %e, "cannot serve the {name} endpoint");

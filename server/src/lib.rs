@@ -1,4 +1,5 @@
 pub mod admin;
+pub mod auth;
 pub mod cds;
 pub mod cli;
 pub mod cluster;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::render::RenderSettings;
 use stunner_gateway_operator::admin::{self, Readiness};
+use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, Opening, ServerSettings};
 use stunner_gateway_operator::cli::Args;
@@ -63,7 +64,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let stop_admin = CancellationToken::new();
     let readiness = Readiness::default();
     let cds_metrics = CdsMetrics::default();
-    let registry = Arc::new(registry(&cds_metrics, &operator_metrics));
+    let auth_metrics = AuthMetrics::default();
+    let registry = Arc::new(registry(&cds_metrics, &operator_metrics, &auth_metrics));
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
@@ -75,6 +77,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
     serve_admin(&args, registry, &readiness, header_timeout, &stop_admin, &mut tasks)?;
+    if let Some(addr) = args.auth_bind_address.0 {
+        let l = bind(addr, "--auth-bind-address")?;
+        let api = AuthApi { store: store.clone(), metrics: auth_metrics, public_addr: args.auth_public_addr.clone() };
+        let router = auth::router(Arc::new(api));
+        let serve = admin::serve_router_with_limit(
+            l,
+            "credential API",
+            router,
+            header_timeout,
+            auth::MAX_CONNECTIONS,
+            stop_admin.clone(),
+        );
+        tasks.spawn(serve);
+    }
 
     let settings = render_settings(&args, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
     let (tx, rx) = mpsc::channel(64);
@@ -188,10 +204,11 @@ impl Source {
 }
 
 /// Every metric the daemon exports, in one registry.
-fn registry(cds: &CdsMetrics, operator: &OperatorMetrics) -> Registry {
+fn registry(cds: &CdsMetrics, operator: &OperatorMetrics, auth: &AuthMetrics) -> Registry {
     let mut registry = Registry::default();
     cds.register(&mut registry);
     operator.register(&mut registry);
+    auth.register(&mut registry);
     registry
 }
 

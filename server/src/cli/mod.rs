@@ -85,6 +85,16 @@ pub struct Args {
     #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_PPROF_BIND_ADDRESS", default_value = "0", value_parser = parse_optional_bind_address)]
     pub pprof_bind_address: BindAddress,
 
+    /// Where the TURN credential API (stunner-auth-service's `GET /` and `GET /ice`) is served
+    /// (`0` disables, the default). Keep it inside the cluster: docs/deploy.md.
+    #[arg(long, default_value = "0", value_parser = parse_optional_bind_address)]
+    pub auth_bind_address: BindAddress,
+
+    /// The credential API's public address for TURN URIs, as upstream's service takes it from
+    /// its environment; a request's `public-addr` beats it.
+    #[arg(long, env = "STUNNER_PUBLIC_ADDR", hide = true)]
+    pub auth_public_addr: Option<String>,
+
     /// Watch Endpoints instead of EndpointSlices (upstream's spelling).
     #[arg(long = "disable-endpontslice-controller", alias = "disable-endpointslice-controller", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
     pub disable_endpointslice_controller: bool,
