@@ -146,6 +146,7 @@ fn expected_objects() -> BTreeSet<(String, String)> {
         ("Deployment", OPERATOR),
         ("Service", "stunner-config-discovery"),
         ("Service", "stunner-gateway-operator-metrics"),
+        ("Service", "stunner-auth"),
         ("PodDisruptionBudget", OPERATOR),
         ("NetworkPolicy", OPERATOR),
         ("Dataplane", "default"),
@@ -212,7 +213,14 @@ fn check_operator_pod(objs: &[Value], namespace: &str) {
         .iter()
         .map(|p| (p["name"].as_str().unwrap(), p["containerPort"].as_i64().unwrap()))
         .collect();
-    assert_eq!(ports, BTreeMap::from([("cds", 13478), ("metrics", 8080), ("health", 8081)]));
+    assert_eq!(ports, BTreeMap::from([("cds", 13478), ("metrics", 8080), ("health", 8081), ("auth", 8088)]));
+    assert!(args(objs).contains(&"--auth-bind-address=:8088".to_string()), "{:?}", args(objs));
+    let auth = find(objs, "Service", "stunner-auth");
+    assert_eq!(auth["metadata"]["namespace"], namespace);
+    assert_eq!(auth["spec"]["type"], "ClusterIP", "never exposed");
+    let want = json!([{"name": "stunner-auth-server", "port": 8088, "targetPort": "auth", "protocol": "TCP"}]);
+    assert_eq!(auth["spec"]["ports"], want, "upstream's Service and port");
+    assert!(selects(&auth["spec"]["selector"], labels), "every replica answers");
     assert_eq!(container["livenessProbe"]["httpGet"], json!({"path": "/healthz", "port": "health"}));
     assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "health"}));
     let sc = &container["securityContext"];
@@ -251,12 +259,13 @@ fn dataplane_pod_selector() -> Value {
 }
 
 /// Ingress rules of the NetworkPolicy: CDS only from stunnerd pods (any namespace) and the
-/// operator's own; metrics from any namespace.
+/// operator's own; metrics and the credential API from pods of any namespace, nothing from
+/// outside the cluster (no ipBlock).
 fn check_network_policy(objs: &[Value]) {
     let np = find(objs, "NetworkPolicy", OPERATOR);
     assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
     let rules = np["spec"]["ingress"].as_array().unwrap();
-    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert_eq!(rules.len(), 3, "{rules:?}");
     assert_eq!(rules[0]["ports"], json!([{"port": 13478, "protocol": "TCP"}]));
     let from = rules[0]["from"].as_array().unwrap();
     assert_eq!(from.len(), 2);
@@ -266,6 +275,7 @@ fn check_network_policy(objs: &[Value]) {
     assert!(selects(&from[1]["podSelector"]["matchLabels"], pod_labels(objs)));
     assert_eq!(rules[1]["ports"], json!([{"port": 8080, "protocol": "TCP"}]));
     assert_eq!(rules[1]["from"], json!([{"namespaceSelector": {}}]));
+    assert_eq!(rules[2], json!({"ports": [{"port": 8088, "protocol": "TCP"}], "from": [{"namespaceSelector": {}}]}));
 }
 
 fn default_dataplane() -> Value {
@@ -484,7 +494,7 @@ fn kustomize_build() {
     assert_namespaces(&objs, NAMESPACE);
     check_operator_pod(&objs, NAMESPACE);
     check_network_policy(&objs);
-    assert_eq!(args(&objs), ["--leader-elect"]);
+    assert_eq!(args(&objs), ["--leader-elect", "--auth-bind-address=:8088"]);
     assert_eq!(find(&objs, "Deployment", OPERATOR)["spec"]["replicas"], 2);
     assert_eq!(find(&objs, "Dataplane", "default"), &default_dataplane());
     // `kubectl apply -k deploy/crds`, the first install step (docs/deploy.md).
@@ -733,4 +743,30 @@ fn helm_logging_values_of_the_stunner_chart() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("logging.operator.format \"logfmt\": must be text or json"));
+}
+
+#[test]
+fn helm_auth_service_values() {
+    if !deploytool_built() {
+        return;
+    }
+    let objs = helm(&["authService.enabled=false"]);
+    assert!(!non_crd_objects(&objs).contains(&("Service".into(), "stunner-auth".into())));
+    assert!(!args(&objs).iter().any(|a| a.starts_with("--auth-bind-address")), "{:?}", args(&objs));
+    let ports = operator_container(&objs)["ports"].as_array().unwrap().clone();
+    assert!(!ports.iter().any(|p| p["name"] == "auth"), "{ports:?}");
+    let rules = find(&objs, "NetworkPolicy", OPERATOR)["spec"]["ingress"].as_array().unwrap().clone();
+    assert!(!rules.iter().any(|r| r["ports"][0]["port"] == 8088), "{rules:?}");
+    assert!(env(&objs, "STUNNER_PUBLIC_ADDR").is_null());
+
+    let objs = helm(&["authService.port=9000", "authService.publicAddress=203.0.113.7"]);
+    assert!(args(&objs).contains(&"--auth-bind-address=:9000".to_string()));
+    assert_eq!(env(&objs, "STUNNER_PUBLIC_ADDR")["value"], "203.0.113.7");
+    let auth = find(&objs, "Service", "stunner-auth");
+    assert_eq!(
+        (auth["spec"]["ports"][0]["port"].as_i64(), auth["spec"]["ports"][0]["targetPort"].as_str()),
+        (Some(8088), Some("auth"))
+    );
+    let rules = find(&objs, "NetworkPolicy", OPERATOR)["spec"]["ingress"].as_array().unwrap().clone();
+    assert!(rules.iter().any(|r| r["ports"][0]["port"] == 9000), "{rules:?}");
 }

@@ -79,6 +79,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     serve_admin(&args, registry, &readiness, header_timeout, &stop_admin, &mut tasks)?;
     if let Some(addr) = args.auth_bind_address.0 {
         let l = bind(addr, "--auth-bind-address")?;
+        if let Ok(address) = l.local_addr() {
+            tracing::info!(%address, "serving the TURN credential API");
+        }
         let api = AuthApi { store: store.clone(), metrics: auth_metrics, public_addr: args.auth_public_addr.clone() };
         let router = auth::router(Arc::new(api));
         let serve = admin::serve_router_with_limit(

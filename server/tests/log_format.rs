@@ -1,6 +1,9 @@
 //! The daemon's log lines in each `--zap-encoder`, as a log pipeline reads them: the real
-//! binary serving the quickstart manifests is asked for a config, stopped, and every line it
-//! wrote is parsed. No line carries the quickstart's TURN password.
+//! binary serving the quickstart manifests is asked for a config and for TURN credentials,
+//! stopped, and every line it wrote is parsed. No line carries the quickstart's TURN password.
+
+#[path = "../../tests/support/ports.rs"]
+mod ports;
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -13,12 +16,23 @@ fn quickstart() -> String {
     format!("{}/../deploy/examples/quickstart", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `GET path` on `addr`: the whole answer.
+fn get(addr: &str, path: &str) -> String {
+    let mut http = std::net::TcpStream::connect(addr).unwrap();
+    http.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    http.read_to_string(&mut answer).unwrap();
+    answer
+}
+
 /// Every line the daemon writes to stderr with `flags`, from start to exit: it is started, asked
-/// for the quickstart config over HTTP once it serves (`address_of` reads the CDS address
-/// from a line), then stopped with SIGTERM.
+/// for the quickstart config and for credentials over HTTP once it serves (`address_of` reads
+/// the CDS address from a line; the credential API listens on `auth`), then stopped with SIGTERM.
 fn run_daemon(flags: &[&str], address_of: fn(&str) -> Option<String>) -> Vec<String> {
+    let auth = format!("127.0.0.1:{}", ports::free_ports(1)[0]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
         .args(["--standalone", &quickstart(), "--config-discovery-address", "127.0.0.1:0"])
+        .args(["--auth-bind-address", &auth])
         .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
         .args(flags)
         .env_remove("RUST_LOG")
@@ -39,12 +53,10 @@ fn run_daemon(flags: &[&str], address_of: fn(&str) -> Option<String>) -> Vec<Str
         lines
     });
     let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the daemon serves in time");
-    let mut http = std::net::TcpStream::connect(&addr).unwrap();
-    http.write_all(b"GET /api/v1/configs/stunner/udp-gateway HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    http.read_to_string(&mut answer).unwrap();
+    let answer = get(&addr, "/api/v1/configs/stunner/udp-gateway");
     assert!(answer.starts_with("HTTP/1.1 200") && answer.contains(SECRET), "the config is served: {answer}");
+    let answer = get(&auth, "/ice?service=turn&username=u1");
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains(SECRET), "credentials are handed out: {answer}");
     // SIGTERM: the daemon logs its shutdown and exits.
     let pid = libc::pid_t::try_from(child.id()).unwrap();
     #[allow(unsafe_code)] // kill(2) on the child this test started
