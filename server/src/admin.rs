@@ -183,7 +183,12 @@ pub async fn serve_router_with_limit(
                 router.clone().oneshot(req.map(axum::body::Body::new))
             });
             let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout).max_buf_size(16 * 1024);
+            // Header names as Go's servers write them (`Content-Type`): clients that compare them
+            // byte for byte see no change from upstream's endpoints.
+            http.timer(TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                .max_buf_size(16 * 1024)
+                .title_case_headers(true);
             let conn = http.serve_connection(TokioIo::new(stream), service);
             until_shutdown(conn, &shutdown, |c| c.graceful_shutdown()).await;
         });

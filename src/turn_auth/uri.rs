@@ -1,9 +1,10 @@
 //! The RFC 7065 URI a client reaches a listener at, as stunner's
 //! `ListenerConfig.GetListenerURI(true)` builds it: `turn:` (TURN-UDP, TURN-TCP) or `turns:`
 //! (TURN-DTLS, TURN-TLS), the public address and port, else the listener's own, else
-//! `0.0.0.0`. Two differences, both where upstream's URI cannot be used anyway
-//! (docs/compatibility.md): `$STUNNER_ADDR`, which only stunnerd fills in, is `0.0.0.0` too,
-//! and an IPv6 address is bracketed.
+//! `0.0.0.0`. `$STUNNER_ADDR`, which only stunnerd fills in, is `0.0.0.0` too, as upstream's
+//! service reads it (its CDS client expands the variable from an environment without it). One
+//! difference, where upstream's URI cannot be used anyway (docs/compatibility.md): an IPv6
+//! address is bracketed.
 
 use crate::config::{ListenerConfig, NODE_ADDRESS_PLACEHOLDER, STUNNER_ADDR_VAR, StunnerConfig};
 

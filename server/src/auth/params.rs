@@ -116,14 +116,17 @@ fn single(pairs: &[(String, String)], name: &'static str) -> Result<Option<Strin
     }
 }
 
-/// Go's `strconv.ParseInt(s, 10, 64)` with its error texts.
+/// Go's `strconv.ParseInt(s, 10, 64)` with its error texts, as oapi-codegen's binding wraps them.
 fn parse_int(name: &'static str, s: &str) -> Result<i64, ParamError> {
     s.parse::<i64>().map_err(|e| {
         let why = match e.kind() {
             std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => "value out of range",
             _ => "invalid syntax",
         };
-        ParamError::InvalidFormat { name, reason: format!("strconv.ParseInt: parsing {}: {why}", go_compat::quote(s)) }
+        ParamError::InvalidFormat {
+            name,
+            reason: format!("error binding string parameter: strconv.ParseInt: parsing {}: {why}", go_compat::quote(s)),
+        }
     })
 }
 
@@ -183,13 +186,18 @@ mod tests {
             (
                 Endpoint::Ice,
                 "ttl=abc",
-                "Invalid format for parameter ttl: strconv.ParseInt: parsing \"abc\": invalid syntax",
+                "Invalid format for parameter ttl: error binding string parameter: strconv.ParseInt: parsing \"abc\": invalid syntax",
             ),
-            (Endpoint::Ice, "ttl=", "Invalid format for parameter ttl: strconv.ParseInt: parsing \"\": invalid syntax"),
+            (
+                Endpoint::Ice,
+                "ttl=",
+                "Invalid format for parameter ttl: error binding string parameter: strconv.ParseInt: parsing \"\": invalid syntax",
+            ),
             (
                 Endpoint::Turn,
                 "service=turn&ttl=99999999999999999999",
-                "Invalid format for parameter ttl: strconv.ParseInt: parsing \"99999999999999999999\": value out of range",
+                "Invalid format for parameter ttl: error binding string parameter: strconv.ParseInt: parsing \"99999999999999999999\": \
+                 value out of range",
             ),
             // Bound in upstream's order: username before ttl.
             (
