@@ -770,3 +770,244 @@ fn helm_auth_service_values() {
     let rules = find(&objs, "NetworkPolicy", OPERATOR)["spec"]["ingress"].as_array().unwrap().clone();
     assert!(rules.iter().any(|r| r["ports"][0]["port"] == 9000), "{rules:?}");
 }
+
+/// The `stunner` chart's default values (github.com/l7mp/stunner-helm, helm/stunner), the keys
+/// this chart reads with their defaults there.
+const STUNNER_CHART_DEFAULTS: &str = "
+standardCrds:
+  enabled: true
+experimentalCrds:
+  enabled: false
+logging:
+  operator:
+    format: text
+    level: info
+  dataplane:
+    format: text
+  authService:
+    format: text
+stunnerGatewayOperator:
+  enabled: true
+  customerKey: ''
+  deployment:
+    name: stunner-gateway-operator
+    podLabels: {}
+    podAnnotations: {}
+    affinity: {}
+    tolerations: []
+    replicas: 1
+    nodeSelector:
+      kubernetes.io/os: linux
+    imagePullSecrets:
+    securityContext:
+      runAsNonRoot: true
+    container:
+      manager:
+        image:
+          name: docker.io/l7mp/stunner-gateway-operator
+          pullPolicy: IfNotPresent
+          tag: 1.2.0
+        resources:
+          limits: {cpu: 1000m, memory: 512Mi}
+          requests: {cpu: 250m, memory: 128Mi}
+        args:
+          - --health-probe-bind-address=:8081
+          - --metrics-bind-address=127.0.0.1:8080
+          - --leader-elect
+        securityContext:
+          allowPrivilegeEscalation: false
+    topologySpreadConstraints: []
+  dataplane:
+    mode: managed
+    spec:
+      replicas: 1
+      image:
+        name: docker.io/l7mp/stunnerd
+        pullPolicy: IfNotPresent
+        tag: 1.2.0
+      imagePullSecrets:
+      command:
+        - stunnerd
+      args:
+        - -w
+        - --udp-thread-num=16
+      env: []
+      resources:
+        limits: {cpu: 2, memory: 512Mi}
+        requests: {cpu: 500m, memory: 128Mi}
+      terminationGracePeriodSeconds: 3600
+      enableMetricsEndpoint: false
+      hostNetwork: false
+      labels: {}
+      annotations: {}
+      affinity: {}
+      containerSecurityContext: {}
+      securityContext: {}
+      tolerations: []
+      topologySpreadConstraints: []
+stunnerAuthService:
+  enabled: true
+  deployment:
+    podLabels: {}
+    podAnnotations: {}
+    affinity: {}
+    tolerations: []
+    replicas: 1
+    nodeSelector:
+      kubernetes.io/os: linux
+    imagePullSecrets:
+    container:
+      authService:
+        securityContext:
+          runAsNonRoot: true
+        image:
+          name: docker.io/l7mp/stunner-auth-server
+          pullPolicy: IfNotPresent
+          tag: 1.2.0
+        resources:
+          limits: {cpu: 200m, memory: 128Mi}
+          requests: {cpu: 10m, memory: 64Mi}
+        args:
+          - --port=8088
+          - -v
+    topologySpreadConstraints: []
+";
+
+/// A values file in a temporary directory, for `-f`.
+fn values_file(name: &str, yaml: &str) -> String {
+    let path = std::env::temp_dir().join(format!("deploy-{name}-{}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn helm_with_values(files: &[&str], sets: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut args = vec!["helm-template", chart.as_str(), "--namespace", NAMESPACE];
+    for f in files {
+        args.extend(["-f", f]);
+    }
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    documents(&deploytool(&args))
+}
+
+/// The stunner chart's default values file renders this chart: the operator (one replica, as
+/// there), the credential API, the default Dataplane with the stunner chart's stunnerd spec.
+fn check_stunner_chart_defaults(objs: &[Value]) {
+    let deployment = find(objs, "Deployment", OPERATOR);
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert!(!has(objs, "PodDisruptionBudget"), "one replica: no PDB");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+    let a = args(objs);
+    for flag in [
+        "--leader-elect",
+        "--dataplane-mode=managed",
+        "--zap-encoder=console",
+        "--zap-log-level=info",
+        "--auth-bind-address=:8088",
+    ] {
+        assert!(a.contains(&flag.to_string()), "{flag} in {a:?}");
+    }
+    let container = operator_container(objs);
+    assert_eq!(container["resources"]["limits"], json!({"cpu": "1000m", "memory": "512Mi"}));
+    assert_eq!(container["image"], "ghcr.io/l7mp/stunner-gateway-operator-rs:latest", "this chart's image");
+    assert!(has(objs, "Service") && find(objs, "Service", "stunner-auth")["spec"]["ports"][0]["port"] == 8088);
+    let spec = &find(objs, "Dataplane", "default")["spec"];
+    assert_eq!(spec["image"], "docker.io/l7mp/stunnerd:1.2.0");
+    assert_eq!(spec["command"], json!(["stunnerd"]));
+    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--log-format=text"]));
+    assert_eq!(spec["terminationGracePeriodSeconds"], 3600);
+    assert_eq!(spec["enableMetricsEndpoint"], false);
+}
+
+#[test]
+fn helm_reads_the_stunner_charts_values() {
+    if !deploytool_built() {
+        return;
+    }
+    let defaults = values_file("stunner-defaults", STUNNER_CHART_DEFAULTS);
+    check_stunner_chart_defaults(&helm_with_values(&[&defaults], &[]));
+    // The real file, where a clone of stunner-helm is at hand.
+    if let Some(dir) = std::env::var_os("STUNNER_HELM_DIR") {
+        let upstream = PathBuf::from(dir).join("helm/stunner/values.yaml");
+        check_stunner_chart_defaults(&helm_with_values(&[upstream.to_str().unwrap()], &[]));
+    }
+
+    // Non-default values, honoured.
+    let custom = values_file(
+        "stunner-custom",
+        "
+logging:
+  operator: {format: json, level: debug}
+  dataplane: {format: json}
+stunnerGatewayOperator:
+  deployment:
+    replicas: 3
+    podLabels: {team: media}
+    tolerations: [{key: dedicated, operator: Exists}]
+    topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]
+    container:
+      manager:
+        image: {pullPolicy: Always}
+        resources: {requests: {cpu: 50m}}
+  dataplane:
+    mode: legacy
+    spec:
+      replicas: 2
+      image: {name: registry.example/stunnerd, tag: 1.2.1}
+      hostNetwork: true
+stunnerAuthService:
+  enabled: false
+",
+    );
+    let objs = helm_with_values(&[&custom], &[]);
+    let deployment = find(&objs, "Deployment", OPERATOR);
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    assert!(has(&objs, "PodDisruptionBudget"));
+    assert_eq!(pod_labels(&objs).get("team"), Some(&json!("media")));
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["tolerations"], json!([{"key": "dedicated", "operator": "Exists"}]));
+    assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "zone");
+    let container = operator_container(&objs);
+    assert_eq!(container["imagePullPolicy"], "Always");
+    assert_eq!(container["resources"], json!({"requests": {"cpu": "50m"}}));
+    let a = args(&objs);
+    for flag in ["--dataplane-mode=legacy", "--zap-encoder=json", "--zap-log-level=debug"] {
+        assert!(a.contains(&flag.to_string()), "{flag} in {a:?}");
+    }
+    assert!(!a.iter().any(|f| f.starts_with("--auth-bind-address")), "{a:?}");
+    assert!(!non_crd_objects(&objs).contains(&("Service".into(), "stunner-auth".into())));
+    let spec = &find(&objs, "Dataplane", "default")["spec"];
+    assert_eq!((spec["replicas"].as_i64(), spec["image"].as_str()), (Some(2), Some("registry.example/stunnerd:1.2.1")));
+    assert_eq!((spec["imagePullPolicy"].as_str(), spec["hostNetwork"].as_bool()), (None, Some(true)));
+    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--log-format=json"]));
+    assert_eq!(spec["terminationGracePeriodSeconds"], 60, "this chart's default where the file says nothing");
+
+    // Refused, naming the key.
+    for (set, key) in [
+        ("stunnerGatewayOperator.enabled=false", "stunnerGatewayOperator.enabled"),
+        ("stunnerGatewayOperator.customerKey=abc", "stunnerGatewayOperator.customerKey"),
+        (
+            "stunnerGatewayOperator.deployment.container.manager.image.tag=1.1.0",
+            "stunnerGatewayOperator.deployment.container.manager.image.tag",
+        ),
+        (
+            "stunnerGatewayOperator.deployment.container.manager.args={--zap-devel}",
+            "stunnerGatewayOperator.deployment.container.manager.args",
+        ),
+        ("stunnerAuthService.deployment.replicas=3", "stunnerAuthService.deployment"),
+        ("logging.authService.format=json", "logging.authService.format"),
+        ("logging.dataplane.format=xml", "logging.dataplane.format"),
+    ] {
+        let out = Command::new(deploytool_bin())
+            .args(["helm-template", chart().as_str(), "-f", &defaults, "--set", set])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(key), "{set}: {err}");
+    }
+    let _ = std::fs::remove_file(defaults);
+    let _ = std::fs::remove_file(custom);
+}
