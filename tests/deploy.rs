@@ -44,6 +44,14 @@ fn deploytool_built() -> bool {
     external::built(deploytool_bin(), how).is_some()
 }
 
+/// Runs deploytool's `helm-template` with `args`, which must fail: its stderr.
+fn helm_refused(args: &[&str]) -> String {
+    let chart = chart();
+    let out = Command::new(deploytool_bin()).args(["helm-template", chart.as_str()]).args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} rendered");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Runs deploytool; panics with its stderr unless it succeeds.
 fn deploytool(args: &[&str]) -> String {
     let bin = deploytool_bin();
@@ -366,17 +374,7 @@ fn helm_without_leader_election() {
     assert!(!args(&objs).contains(&"--leader-elect".to_string()));
     assert!(!has(&objs, "Role") && !has(&objs, "RoleBinding"));
     // Two writers would fight: the chart refuses.
-    let chart = chart();
-    let out = Command::new(
-        std::env::var_os("DEPLOYTOOL")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| repo().join("tests/deploytool/bin/deploytool")),
-    )
-    .args(["helm-template", chart.as_str(), "--set", "leaderElect=false"])
-    .output()
-    .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("needs leaderElect"));
+    assert!(helm_refused(&["--set", "leaderElect=false"]).contains("needs leaderElect"));
 }
 
 #[test]
@@ -737,12 +735,8 @@ fn helm_logging_values_of_the_stunner_chart() {
     assert!(a.contains(&"--zap-encoder=console".into()) && a.contains(&"--zap-log-level=info".into()), "{a:?}");
     let a = args(&helm(&["logging.operator.format=JSON", "logging.operator.level=debug", "logLevel=error"]));
     assert!(a.contains(&"--zap-encoder=json".into()) && a.contains(&"--zap-log-level=debug".into()), "{a:?}");
-    let out = Command::new(deploytool_bin())
-        .args(["helm-template", chart().as_str(), "--set", "logging.operator.format=logfmt"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("logging.operator.format \"logfmt\": must be text or json"));
+    let err = helm_refused(&["--set", "logging.operator.format=logfmt"]);
+    assert!(err.contains("logging.operator.format \"logfmt\": must be text or json"), "{err}");
 }
 
 #[test]
@@ -1001,12 +995,8 @@ stunnerAuthService:
         ("logging.authService.format=json", "logging.authService.format"),
         ("logging.dataplane.format=xml", "logging.dataplane.format"),
     ] {
-        let out = Command::new(deploytool_bin())
-            .args(["helm-template", chart().as_str(), "-f", &defaults, "--set", set])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(key), "{set}: {err}");
+        let err = helm_refused(&["-f", &defaults, "--set", set]);
+        assert!(err.contains(key), "{set}: {err}");
     }
     let _ = std::fs::remove_file(defaults);
     let _ = std::fs::remove_file(custom);

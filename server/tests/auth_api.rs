@@ -2,37 +2,30 @@
 //! upstream's statuses, headers and bodies, the routes upstream's router has, the bounds on
 //! what a client sends, and the requests counted in the metrics.
 
-mod common;
-
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use stunner_gateway::config::{ListenerConfig, StunnerConfig};
+use stunner_gateway::config::StunnerConfig;
 use stunner_gateway_operator::admin;
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-/// The quickstart's Gateway as the operator renders it.
+/// The quickstart's Gateway as the operator serves it over the CDS (deploy/examples/quickstart).
 fn quickstart() -> StunnerConfig {
-    let mut c = common::config("stunner/udp-gateway", "stunner.l7mp.io");
-    c.auth.auth_type = "static".into();
-    c.auth.credentials = [("username", "user-1"), ("password", "pass-1")].map(|(k, v)| (k.into(), v.into())).into();
-    c.listeners.clear();
-    for (name, protocol) in [("udp-listener", "TURN-UDP"), ("tcp-listener", "TURN-TCP")] {
-        c.listeners.push(ListenerConfig {
-            name: format!("stunner/udp-gateway/{name}"),
-            protocol: protocol.into(),
-            public_addr: "127.0.0.1".into(),
-            public_port: 3478,
-            addr: "$STUNNER_ADDR".into(),
-            port: 3478,
-            ..Default::default()
-        });
-    }
-    c
+    serde_json::from_str(
+        r#"{"version":"v1","admin":{"name":"stunner/udp-gateway","loglevel":"all:INFO"},
+        "auth":{"type":"static","realm":"stunner.l7mp.io","credentials":{"password":"pass-1","username":"user-1"}},
+        "listeners":[
+          {"name":"stunner/udp-gateway/udp-listener","protocol":"TURN-UDP","public_address":"127.0.0.1",
+           "public_port":3478,"address":"$STUNNER_ADDR","port":3478,"routes":["stunner/media-plane"]},
+          {"name":"stunner/udp-gateway/tcp-listener","protocol":"TURN-TCP","public_address":"127.0.0.1",
+           "public_port":3478,"address":"$STUNNER_ADDR","port":3478,"routes":["stunner/media-plane"]}],
+        "clusters":[{"name":"stunner/media-plane","type":"STATIC","protocol":"UDP","endpoints":["10.0.0.0/8"]}]}"#,
+    )
+    .unwrap()
 }
 
 struct Api {

@@ -35,18 +35,7 @@ mod tests {
 
     /// The lines a subscriber with `filter` writes for a debug and a trace line of each target.
     fn logged(filter: tracing_subscriber::EnvFilter) -> String {
-        #[derive(Clone, Default)]
-        struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Capture {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let capture = Capture::default();
+        let capture = crate::logs::tests::Capture::default();
         let writer = capture.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -62,7 +51,7 @@ mod tests {
             tracing::trace!(target: "stunner_gateway_operator::cds", "ours trace");
             tracing::info!(target: "hyper::server", "hyper info");
         });
-        String::from_utf8(capture.0.lock().unwrap().clone()).unwrap()
+        capture.text()
     }
 
     #[test]

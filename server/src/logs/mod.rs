@@ -43,9 +43,16 @@ pub(crate) mod tests {
     use tracing_subscriber::fmt::FormatEvent;
     use tracing_subscriber::fmt::format::DefaultFields;
 
-    /// Collects what a subscriber writes.
+    /// Collects what a subscriber writes (clone it into `with_writer(move || c.clone())`).
     #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
+    pub struct Capture(Arc<Mutex<Vec<u8>>>);
+
+    impl Capture {
+        /// Everything written so far.
+        pub fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
 
     impl std::io::Write for Capture {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -71,6 +78,6 @@ pub(crate) mod tests {
             .event_format(format)
             .finish();
         tracing::subscriber::with_default(subscriber, emit);
-        String::from_utf8(capture.0.lock().unwrap().clone()).unwrap().lines().map(String::from).collect()
+        capture.text().lines().map(String::from).collect()
     }
 }
