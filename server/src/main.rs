@@ -77,23 +77,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
     serve_admin(&args, registry, &readiness, header_timeout, &stop_admin, &mut tasks)?;
-    if let Some(addr) = args.auth_bind_address.0 {
-        let l = bind(addr, "--auth-bind-address")?;
-        if let Ok(address) = l.local_addr() {
-            tracing::info!(%address, "serving the TURN credential API");
-        }
-        let api = AuthApi { store: store.clone(), metrics: auth_metrics, public_addr: args.auth_public_addr.clone() };
-        let router = auth::router(Arc::new(api));
-        let serve = admin::serve_router_with_limit(
-            l,
-            "credential API",
-            router,
-            header_timeout,
-            auth::MAX_CONNECTIONS,
-            stop_admin.clone(),
-        );
-        tasks.spawn(serve);
-    }
+    serve_auth(&args, store.clone(), auth_metrics, header_timeout, &stop_admin, &mut tasks)?;
 
     let settings = render_settings(&args, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
     let (tx, rx) = mpsc::channel(64);
@@ -142,6 +126,34 @@ fn serve_admin(
         let router = admin::health_router(readiness.clone());
         tasks.spawn(admin::serve_router(l, "health probe", router, header_timeout, stop.clone()));
     }
+    Ok(())
+}
+
+/// The TURN credential API (`--auth-bind-address`), answered from the CDS store, bound now and
+/// served until `stop`.
+fn serve_auth(
+    args: &Args,
+    store: Arc<ConfigStore>,
+    metrics: AuthMetrics,
+    header_timeout: Duration,
+    stop: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) -> anyhow::Result<()> {
+    let Some(addr) = args.auth_bind_address.0 else { return Ok(()) };
+    let l = bind(addr, "--auth-bind-address")?;
+    if let Ok(address) = l.local_addr() {
+        tracing::info!(%address, "serving the TURN credential API");
+    }
+    let api = AuthApi { store, metrics, public_addr: args.auth_public_addr.clone() };
+    let router = auth::router(Arc::new(api));
+    tasks.spawn(admin::serve_router_with_limit(
+        l,
+        "credential API",
+        router,
+        header_timeout,
+        auth::MAX_CONNECTIONS,
+        stop.clone(),
+    ));
     Ok(())
 }
 
