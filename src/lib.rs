@@ -8,6 +8,7 @@
 //! - [`manifest`]: the manifest loader: files of YAML or JSON into objects with file and line.
 //! - [`proto`]: the messages of the gRPC config discovery API (cds.proto).
 //! - [`resources`]: the Kubernetes resources: STUNner's CRD types, the Gateway API types consumed, the CRDs.
+//! - [`turn_auth`]: TURN credentials and ICE server configs, for the credential API and `stunnerctl auth`.
 //! - [`validate`]: manifests checked as the API server would (CRD schemas, metadata rules), for standalone mode.
 
 #![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
@@ -20,4 +21,5 @@ pub mod manifest;
 pub mod proto;
 pub mod render;
 pub mod resources;
+pub mod turn_auth;
 pub mod validate;

@@ -44,6 +44,14 @@ fn deploytool_built() -> bool {
     external::built(deploytool_bin(), how).is_some()
 }
 
+/// Runs deploytool's `helm-template` with `args`, which must fail: its stderr.
+fn helm_refused(args: &[&str]) -> String {
+    let chart = chart();
+    let out = Command::new(deploytool_bin()).args(["helm-template", chart.as_str()]).args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} rendered");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Runs deploytool; panics with its stderr unless it succeeds.
 fn deploytool(args: &[&str]) -> String {
     let bin = deploytool_bin();
@@ -146,6 +154,7 @@ fn expected_objects() -> BTreeSet<(String, String)> {
         ("Deployment", OPERATOR),
         ("Service", "stunner-config-discovery"),
         ("Service", "stunner-gateway-operator-metrics"),
+        ("Service", "stunner-auth"),
         ("PodDisruptionBudget", OPERATOR),
         ("NetworkPolicy", OPERATOR),
         ("Dataplane", "default"),
@@ -212,7 +221,14 @@ fn check_operator_pod(objs: &[Value], namespace: &str) {
         .iter()
         .map(|p| (p["name"].as_str().unwrap(), p["containerPort"].as_i64().unwrap()))
         .collect();
-    assert_eq!(ports, BTreeMap::from([("cds", 13478), ("metrics", 8080), ("health", 8081)]));
+    assert_eq!(ports, BTreeMap::from([("cds", 13478), ("metrics", 8080), ("health", 8081), ("auth", 8088)]));
+    assert!(args(objs).contains(&"--auth-bind-address=:8088".to_string()), "{:?}", args(objs));
+    let auth = find(objs, "Service", "stunner-auth");
+    assert_eq!(auth["metadata"]["namespace"], namespace);
+    assert_eq!(auth["spec"]["type"], "ClusterIP", "never exposed");
+    let want = json!([{"name": "stunner-auth-server", "port": 8088, "targetPort": "auth", "protocol": "TCP"}]);
+    assert_eq!(auth["spec"]["ports"], want, "upstream's Service and port");
+    assert!(selects(&auth["spec"]["selector"], labels), "every replica answers");
     assert_eq!(container["livenessProbe"]["httpGet"], json!({"path": "/healthz", "port": "health"}));
     assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "health"}));
     let sc = &container["securityContext"];
@@ -251,12 +267,13 @@ fn dataplane_pod_selector() -> Value {
 }
 
 /// Ingress rules of the NetworkPolicy: CDS only from stunnerd pods (any namespace) and the
-/// operator's own; metrics from any namespace.
+/// operator's own; metrics and the credential API from pods of any namespace, nothing from
+/// outside the cluster (no ipBlock).
 fn check_network_policy(objs: &[Value]) {
     let np = find(objs, "NetworkPolicy", OPERATOR);
     assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
     let rules = np["spec"]["ingress"].as_array().unwrap();
-    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert_eq!(rules.len(), 3, "{rules:?}");
     assert_eq!(rules[0]["ports"], json!([{"port": 13478, "protocol": "TCP"}]));
     let from = rules[0]["from"].as_array().unwrap();
     assert_eq!(from.len(), 2);
@@ -266,6 +283,7 @@ fn check_network_policy(objs: &[Value]) {
     assert!(selects(&from[1]["podSelector"]["matchLabels"], pod_labels(objs)));
     assert_eq!(rules[1]["ports"], json!([{"port": 8080, "protocol": "TCP"}]));
     assert_eq!(rules[1]["from"], json!([{"namespaceSelector": {}}]));
+    assert_eq!(rules[2], json!({"ports": [{"port": 8088, "protocol": "TCP"}], "from": [{"namespaceSelector": {}}]}));
 }
 
 fn default_dataplane() -> Value {
@@ -356,17 +374,7 @@ fn helm_without_leader_election() {
     assert!(!args(&objs).contains(&"--leader-elect".to_string()));
     assert!(!has(&objs, "Role") && !has(&objs, "RoleBinding"));
     // Two writers would fight: the chart refuses.
-    let chart = chart();
-    let out = Command::new(
-        std::env::var_os("DEPLOYTOOL")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| repo().join("tests/deploytool/bin/deploytool")),
-    )
-    .args(["helm-template", chart.as_str(), "--set", "leaderElect=false"])
-    .output()
-    .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("needs leaderElect"));
+    assert!(helm_refused(&["--set", "leaderElect=false"]).contains("needs leaderElect"));
 }
 
 #[test]
@@ -484,7 +492,7 @@ fn kustomize_build() {
     assert_namespaces(&objs, NAMESPACE);
     check_operator_pod(&objs, NAMESPACE);
     check_network_policy(&objs);
-    assert_eq!(args(&objs), ["--leader-elect"]);
+    assert_eq!(args(&objs), ["--leader-elect", "--auth-bind-address=:8088"]);
     assert_eq!(find(&objs, "Deployment", OPERATOR)["spec"]["replicas"], 2);
     assert_eq!(find(&objs, "Dataplane", "default"), &default_dataplane());
     // `kubectl apply -k deploy/crds`, the first install step (docs/deploy.md).
@@ -716,4 +724,280 @@ fn rbac_is_least_privilege() {
     for verb in ["get", "create", "update"] {
         assert!(allows(&role, "coordination.k8s.io", "leases", verb), "lease.rs needs {verb}");
     }
+}
+
+#[test]
+fn helm_logging_values_of_the_stunner_chart() {
+    if !deploytool_built() {
+        return;
+    }
+    let a = args(&helm(&[]));
+    assert!(a.contains(&"--zap-encoder=console".into()) && a.contains(&"--zap-log-level=info".into()), "{a:?}");
+    let a = args(&helm(&["logging.operator.format=JSON", "logging.operator.level=debug", "logLevel=error"]));
+    assert!(a.contains(&"--zap-encoder=json".into()) && a.contains(&"--zap-log-level=debug".into()), "{a:?}");
+    let err = helm_refused(&["--set", "logging.operator.format=logfmt"]);
+    assert!(err.contains("logging.operator.format \"logfmt\": must be text or json"), "{err}");
+}
+
+#[test]
+fn helm_auth_service_values() {
+    if !deploytool_built() {
+        return;
+    }
+    let objs = helm(&["authService.enabled=false"]);
+    assert!(!non_crd_objects(&objs).contains(&("Service".into(), "stunner-auth".into())));
+    assert!(!args(&objs).iter().any(|a| a.starts_with("--auth-bind-address")), "{:?}", args(&objs));
+    let ports = operator_container(&objs)["ports"].as_array().unwrap().clone();
+    assert!(!ports.iter().any(|p| p["name"] == "auth"), "{ports:?}");
+    let rules = find(&objs, "NetworkPolicy", OPERATOR)["spec"]["ingress"].as_array().unwrap().clone();
+    assert!(!rules.iter().any(|r| r["ports"][0]["port"] == 8088), "{rules:?}");
+    assert!(env(&objs, "STUNNER_PUBLIC_ADDR").is_null());
+
+    let objs = helm(&["authService.port=9000", "authService.publicAddress=203.0.113.7"]);
+    assert!(args(&objs).contains(&"--auth-bind-address=:9000".to_string()));
+    assert_eq!(env(&objs, "STUNNER_PUBLIC_ADDR")["value"], "203.0.113.7");
+    let auth = find(&objs, "Service", "stunner-auth");
+    assert_eq!(
+        (auth["spec"]["ports"][0]["port"].as_i64(), auth["spec"]["ports"][0]["targetPort"].as_str()),
+        (Some(8088), Some("auth"))
+    );
+    let rules = find(&objs, "NetworkPolicy", OPERATOR)["spec"]["ingress"].as_array().unwrap().clone();
+    assert!(rules.iter().any(|r| r["ports"][0]["port"] == 9000), "{rules:?}");
+}
+
+/// The `stunner` chart's default values (github.com/l7mp/stunner-helm, helm/stunner), the keys
+/// this chart reads with their defaults there.
+const STUNNER_CHART_DEFAULTS: &str = "
+standardCrds:
+  enabled: true
+experimentalCrds:
+  enabled: false
+logging:
+  operator:
+    format: text
+    level: info
+  dataplane:
+    format: text
+  authService:
+    format: text
+stunnerGatewayOperator:
+  enabled: true
+  customerKey: ''
+  deployment:
+    name: stunner-gateway-operator
+    podLabels: {}
+    podAnnotations: {}
+    affinity: {}
+    tolerations: []
+    replicas: 1
+    nodeSelector:
+      kubernetes.io/os: linux
+    imagePullSecrets:
+    securityContext:
+      runAsNonRoot: true
+    container:
+      manager:
+        image:
+          name: docker.io/l7mp/stunner-gateway-operator
+          pullPolicy: IfNotPresent
+          tag: 1.2.0
+        resources:
+          limits: {cpu: 1000m, memory: 512Mi}
+          requests: {cpu: 250m, memory: 128Mi}
+        args:
+          - --health-probe-bind-address=:8081
+          - --metrics-bind-address=127.0.0.1:8080
+          - --leader-elect
+        securityContext:
+          allowPrivilegeEscalation: false
+    topologySpreadConstraints: []
+  dataplane:
+    mode: managed
+    spec:
+      replicas: 1
+      image:
+        name: docker.io/l7mp/stunnerd
+        pullPolicy: IfNotPresent
+        tag: 1.2.0
+      imagePullSecrets:
+      command:
+        - stunnerd
+      args:
+        - -w
+        - --udp-thread-num=16
+      env: []
+      resources:
+        limits: {cpu: 2, memory: 512Mi}
+        requests: {cpu: 500m, memory: 128Mi}
+      terminationGracePeriodSeconds: 3600
+      enableMetricsEndpoint: false
+      hostNetwork: false
+      labels: {}
+      annotations: {}
+      affinity: {}
+      containerSecurityContext: {}
+      securityContext: {}
+      tolerations: []
+      topologySpreadConstraints: []
+stunnerAuthService:
+  enabled: true
+  deployment:
+    podLabels: {}
+    podAnnotations: {}
+    affinity: {}
+    tolerations: []
+    replicas: 1
+    nodeSelector:
+      kubernetes.io/os: linux
+    imagePullSecrets:
+    container:
+      authService:
+        securityContext:
+          runAsNonRoot: true
+        image:
+          name: docker.io/l7mp/stunner-auth-server
+          pullPolicy: IfNotPresent
+          tag: 1.2.0
+        resources:
+          limits: {cpu: 200m, memory: 128Mi}
+          requests: {cpu: 10m, memory: 64Mi}
+        args:
+          - --port=8088
+          - -v
+    topologySpreadConstraints: []
+";
+
+/// A values file in a temporary directory, for `-f`.
+fn values_file(name: &str, yaml: &str) -> String {
+    let path = std::env::temp_dir().join(format!("deploy-{name}-{}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn helm_with_values(files: &[&str], sets: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut args = vec!["helm-template", chart.as_str(), "--namespace", NAMESPACE];
+    for f in files {
+        args.extend(["-f", f]);
+    }
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    documents(&deploytool(&args))
+}
+
+/// The stunner chart's default values file renders this chart: the operator (one replica, as
+/// there), the credential API, the default Dataplane with the stunner chart's stunnerd spec.
+fn check_stunner_chart_defaults(objs: &[Value]) {
+    let deployment = find(objs, "Deployment", OPERATOR);
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert!(!has(objs, "PodDisruptionBudget"), "one replica: no PDB");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+    let a = args(objs);
+    for flag in [
+        "--leader-elect",
+        "--dataplane-mode=managed",
+        "--zap-encoder=console",
+        "--zap-log-level=info",
+        "--auth-bind-address=:8088",
+    ] {
+        assert!(a.contains(&flag.to_string()), "{flag} in {a:?}");
+    }
+    let container = operator_container(objs);
+    assert_eq!(container["resources"]["limits"], json!({"cpu": "1000m", "memory": "512Mi"}));
+    assert_eq!(container["image"], "ghcr.io/l7mp/stunner-gateway-operator-rs:latest", "this chart's image");
+    assert!(has(objs, "Service") && find(objs, "Service", "stunner-auth")["spec"]["ports"][0]["port"] == 8088);
+    let spec = &find(objs, "Dataplane", "default")["spec"];
+    assert_eq!(spec["image"], "docker.io/l7mp/stunnerd:1.2.0");
+    assert_eq!(spec["command"], json!(["stunnerd"]));
+    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--log-format=text"]));
+    assert_eq!(spec["terminationGracePeriodSeconds"], 3600);
+    assert_eq!(spec["enableMetricsEndpoint"], false);
+}
+
+#[test]
+fn helm_reads_the_stunner_charts_values() {
+    if !deploytool_built() {
+        return;
+    }
+    let defaults = values_file("stunner-defaults", STUNNER_CHART_DEFAULTS);
+    check_stunner_chart_defaults(&helm_with_values(&[&defaults], &[]));
+    // The real file, where a clone of stunner-helm is at hand.
+    if let Some(dir) = std::env::var_os("STUNNER_HELM_DIR") {
+        let upstream = PathBuf::from(dir).join("helm/stunner/values.yaml");
+        check_stunner_chart_defaults(&helm_with_values(&[upstream.to_str().unwrap()], &[]));
+    }
+
+    // Non-default values, honoured.
+    let custom = values_file(
+        "stunner-custom",
+        "
+logging:
+  operator: {format: json, level: debug}
+  dataplane: {format: json}
+stunnerGatewayOperator:
+  deployment:
+    replicas: 3
+    podLabels: {team: media}
+    tolerations: [{key: dedicated, operator: Exists}]
+    topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]
+    container:
+      manager:
+        image: {pullPolicy: Always}
+        resources: {requests: {cpu: 50m}}
+  dataplane:
+    mode: legacy
+    spec:
+      replicas: 2
+      image: {name: registry.example/stunnerd, tag: 1.2.1}
+      hostNetwork: true
+stunnerAuthService:
+  enabled: false
+",
+    );
+    let objs = helm_with_values(&[&custom], &[]);
+    let deployment = find(&objs, "Deployment", OPERATOR);
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    assert!(has(&objs, "PodDisruptionBudget"));
+    assert_eq!(pod_labels(&objs).get("team"), Some(&json!("media")));
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["tolerations"], json!([{"key": "dedicated", "operator": "Exists"}]));
+    assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "zone");
+    let container = operator_container(&objs);
+    assert_eq!(container["imagePullPolicy"], "Always");
+    assert_eq!(container["resources"], json!({"requests": {"cpu": "50m"}}));
+    let a = args(&objs);
+    for flag in ["--dataplane-mode=legacy", "--zap-encoder=json", "--zap-log-level=debug"] {
+        assert!(a.contains(&flag.to_string()), "{flag} in {a:?}");
+    }
+    assert!(!a.iter().any(|f| f.starts_with("--auth-bind-address")), "{a:?}");
+    assert!(!non_crd_objects(&objs).contains(&("Service".into(), "stunner-auth".into())));
+    let spec = &find(&objs, "Dataplane", "default")["spec"];
+    assert_eq!((spec["replicas"].as_i64(), spec["image"].as_str()), (Some(2), Some("registry.example/stunnerd:1.2.1")));
+    assert_eq!((spec["imagePullPolicy"].as_str(), spec["hostNetwork"].as_bool()), (None, Some(true)));
+    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--log-format=json"]));
+    assert_eq!(spec["terminationGracePeriodSeconds"], 60, "this chart's default where the file says nothing");
+
+    // Refused, naming the key.
+    for (set, key) in [
+        ("stunnerGatewayOperator.enabled=false", "stunnerGatewayOperator.enabled"),
+        ("stunnerGatewayOperator.customerKey=abc", "stunnerGatewayOperator.customerKey"),
+        (
+            "stunnerGatewayOperator.deployment.container.manager.image.tag=1.1.0",
+            "stunnerGatewayOperator.deployment.container.manager.image.tag",
+        ),
+        (
+            "stunnerGatewayOperator.deployment.container.manager.args={--zap-devel}",
+            "stunnerGatewayOperator.deployment.container.manager.args",
+        ),
+        ("stunnerAuthService.deployment.replicas=3", "stunnerAuthService.deployment"),
+        ("logging.authService.format=json", "logging.authService.format"),
+        ("logging.dataplane.format=xml", "logging.dataplane.format"),
+    ] {
+        let err = helm_refused(&["-f", &defaults, "--set", set]);
+        assert!(err.contains(key), "{set}: {err}");
+    }
+    let _ = std::fs::remove_file(defaults);
+    let _ = std::fs::remove_file(custom);
 }

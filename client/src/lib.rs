@@ -2,8 +2,9 @@
 //!
 //! [`cds`] is the typed client library (one-shot GETs and reconnecting watches); [`cluster`]
 //! finds the operator and the dataplane pods in a cluster and port-forwards to them, as kubectl
-//! does; [`dataplane`] reads a stunnerd's status; [`turn_auth`] computes TURN credentials
-//! and ICE server configs from a served config. The `stunnerctl` binary is built on them.
+//! does; [`dataplane`] reads a stunnerd's status (TURN credentials come from the core crate's
+//! `turn_auth`, which the operator's credential API shares). The `stunnerctl` binary is built
+//! on them.
 //! This crate talks to the operator only over the wire protocol (cds-protocol.md): it never
 //! depends on the server crate.
 
@@ -12,4 +13,3 @@
 pub mod cds;
 pub mod cluster;
 pub mod dataplane;
-pub mod turn_auth;

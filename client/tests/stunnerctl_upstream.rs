@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use stunner_gateway::config::StunnerConfig;
-use stunner_gateway_client::turn_auth::timewindowed_password;
+use stunner_gateway::turn_auth::timewindowed_password;
 use tokio::process::Command;
 
 fn interop_bin(name: &str) -> PathBuf {

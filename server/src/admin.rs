@@ -150,7 +150,19 @@ pub async fn serve_router(
     header_read_timeout: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut acceptor = match Acceptor::new(listener, name, MAX_CONNECTIONS, None) {
+    serve_router_with_limit(listener, name, router, header_read_timeout, MAX_CONNECTIONS, shutdown).await
+}
+
+/// [`serve_router`] with at most `max_connections` open at once.
+pub async fn serve_router_with_limit(
+    listener: TcpListener,
+    name: &'static str,
+    router: Router,
+    header_read_timeout: Duration,
+    max_connections: usize,
+    shutdown: CancellationToken,
+) {
+    let mut acceptor = match Acceptor::new(listener, name, max_connections, None) {
         Ok(acceptor) => acceptor,
         Err(e) => {
             tracing::error!(error = %e, "cannot serve the {name} endpoint");
@@ -171,7 +183,12 @@ pub async fn serve_router(
                 router.clone().oneshot(req.map(axum::body::Body::new))
             });
             let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout).max_buf_size(16 * 1024);
+            // Header names as Go's servers write them (`Content-Type`): clients that compare them
+            // byte for byte see no change from upstream's endpoints.
+            http.timer(TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                .max_buf_size(16 * 1024)
+                .title_case_headers(true);
             let conn = http.serve_connection(TokioIo::new(stream), service);
             until_shutdown(conn, &shutdown, |c| c.graceful_shutdown()).await;
         });

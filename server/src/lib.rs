@@ -1,10 +1,12 @@
 pub mod admin;
+pub mod auth;
 pub mod cds;
 pub mod cli;
 pub mod cluster;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod listener;
+pub mod logs;
 pub mod memory;
 pub mod metrics;
 pub mod pipeline;

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::render::RenderSettings;
 use stunner_gateway_operator::admin::{self, Readiness};
+use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
 use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, Opening, ServerSettings};
-use stunner_gateway_operator::cli::{self, Args};
+use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
@@ -34,7 +35,7 @@ fn main() -> ExitCode {
 
 async fn operator() -> ExitCode {
     let args = Args::from_env();
-    init_logging(cli::log_filter(&args.zap_log_level, args.rust_log.as_deref()));
+    stunner_gateway_operator::logs::init(args.log_settings());
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -63,7 +64,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let stop_admin = CancellationToken::new();
     let readiness = Readiness::default();
     let cds_metrics = CdsMetrics::default();
-    let registry = Arc::new(registry(&cds_metrics, &operator_metrics));
+    let auth_metrics = AuthMetrics::default();
+    let registry = Arc::new(registry(&cds_metrics, &operator_metrics, &auth_metrics));
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
@@ -75,6 +77,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
     serve_admin(&args, registry, &readiness, header_timeout, &stop_admin, &mut tasks)?;
+    serve_auth(&args, store.clone(), auth_metrics, header_timeout, &stop_admin, &mut tasks)?;
 
     let settings = render_settings(&args, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
     let (tx, rx) = mpsc::channel(64);
@@ -123,6 +126,34 @@ fn serve_admin(
         let router = admin::health_router(readiness.clone());
         tasks.spawn(admin::serve_router(l, "health probe", router, header_timeout, stop.clone()));
     }
+    Ok(())
+}
+
+/// The TURN credential API (`--auth-bind-address`), answered from the CDS store, bound now and
+/// served until `stop`.
+fn serve_auth(
+    args: &Args,
+    store: Arc<ConfigStore>,
+    metrics: AuthMetrics,
+    header_timeout: Duration,
+    stop: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) -> anyhow::Result<()> {
+    let Some(addr) = args.auth_bind_address.0 else { return Ok(()) };
+    let l = bind(addr, "--auth-bind-address")?;
+    if let Ok(address) = l.local_addr() {
+        tracing::info!(%address, "serving the TURN credential API");
+    }
+    let api = AuthApi { store, metrics, public_addr: args.auth_public_addr.clone() };
+    let router = auth::router(Arc::new(api));
+    tasks.spawn(admin::serve_router_with_limit(
+        l,
+        "credential API",
+        router,
+        header_timeout,
+        auth::MAX_CONNECTIONS,
+        stop.clone(),
+    ));
     Ok(())
 }
 
@@ -188,10 +219,11 @@ impl Source {
 }
 
 /// Every metric the daemon exports, in one registry.
-fn registry(cds: &CdsMetrics, operator: &OperatorMetrics) -> Registry {
+fn registry(cds: &CdsMetrics, operator: &OperatorMetrics, auth: &AuthMetrics) -> Registry {
     let mut registry = Registry::default();
     cds.register(&mut registry);
     operator.register(&mut registry);
+    auth.register(&mut registry);
     registry
 }
 
@@ -343,11 +375,6 @@ impl Mode {
 
 fn bind(addr: std::net::SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
     admin::bind(addr).with_context(|| format!("cannot listen on {flag} {addr}"))
-}
-
-fn init_logging(filter: tracing_subscriber::EnvFilter) {
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 async fn wait_for_signal() {

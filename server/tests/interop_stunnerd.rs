@@ -77,11 +77,17 @@ impl Daemon {
     /// Starts on `cds` (`127.0.0.1:0` for any port); retried a few times when the port is
     /// still held by a previous instance that is shutting down (a restart on the same port).
     async fn start(dir: &Path, cds: &str) -> Daemon {
+        Daemon::start_with(dir, cds, &["--metrics-bind-address", "0"]).await
+    }
+
+    /// [`Daemon::start`] with `flags` added (which must say `--metrics-bind-address`).
+    async fn start_with(dir: &Path, cds: &str, flags: &[&str]) -> Daemon {
         let mut last_log = String::new();
         for _ in 0..40 {
             let mut child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
                 .args(["--standalone", dir.to_str().unwrap(), "--config-discovery-address", cds])
-                .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+                .args(["--health-probe-bind-address", "0"])
+                .args(flags)
                 .args(["--throttle-timeout", "50ms"])
                 .env("RUST_LOG", "info")
                 .env("NO_COLOR", "1")
@@ -642,4 +648,79 @@ async fn restarting_the_daemon_keeps_stunnerd_listeners_up() {
     sd.stop().await;
     daemon.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `GET http://addr{target}`: the status and the body.
+async fn http_get(addr: &str, target: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).await.unwrap();
+        raw
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(10), io).await.expect("an answer in time");
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_string())
+}
+
+/// A WebRTC application server's view: it asks the operator's credential API (`/ice`) for an
+/// ICE configuration, and a TURN client relays through the real stunnerd with it, over every
+/// URI it was given, in both auth modes; a credential changed by one character is refused.
+#[tokio::test]
+async fn turn_clients_relay_with_credentials_from_the_credential_api() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    for auth in [Auth::Static { user: "user-1", password: "pass-1" }, Auth::Ephemeral { secret: "api-secret" }] {
+        let ports = ports::free_ports(4);
+        let (udp, tcp, api, metrics) = (ports[0], ports[1], ports[2], ports[3]);
+        let dir = manifests("auth-api", &auth, &[("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp)], None);
+        let backend = echo_backend().await;
+        let (api, metrics) = (format!("127.0.0.1:{api}"), format!("127.0.0.1:{metrics}"));
+        let flags = ["--auth-bind-address", &api, "--metrics-bind-address", &metrics];
+        let daemon = Daemon::start_with(&dir, "127.0.0.1:0", &flags).await;
+        let mut sd = Stunnerd::start(&daemon.addr).await;
+        sd.wait_ready().await;
+
+        let (status, body) = http_get(&api, "/ice?service=turn&username=alice&ttl=3600").await;
+        assert_eq!(status, 200, "{body}");
+        let ice: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(ice["iceTransportPolicy"], "all");
+        let server = &ice["iceServers"][0];
+        let (user, credential) = (server["username"].as_str().unwrap(), server["credential"].as_str().unwrap());
+        match auth {
+            Auth::Static { user: u, password } => assert_eq!((user, credential), (u, password)),
+            Auth::Ephemeral { .. } => assert!(user.ends_with(":alice"), "{user}"),
+        }
+        let urls: Vec<_> = server["urls"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+        let want = [format!("turn:127.0.0.1:{udp}?transport=udp"), format!("turn:127.0.0.1:{tcp}?transport=tcp")];
+        assert_eq!(urls, want);
+        for url in &urls {
+            // turn:127.0.0.1:PORT?transport=T
+            let (host_port, transport) = url.trim_start_matches("turn:").split_once("?transport=").unwrap();
+            let port: u16 = host_port.rsplit_once(':').unwrap().1.parse().unwrap();
+            let transport = if transport == "udp" { "udp" } else { "tcp" };
+            let probe = Probe::new(transport, port).user(user, credential);
+            probe.relays(&format!("credentials from /ice over {url}"), &sd, backend).await;
+        }
+        let wrong = format!("{credential}x");
+        Probe::new("udp", udp).user(user, &wrong).refused("a changed credential", &sd, backend, ALLOCATE).await;
+        // The TURN REST answer carries the same credential for the first Gateway.
+        let (status, body) = http_get(&api, "/?service=turn&username=alice&ttl=3600").await;
+        let turn: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((status, turn["ttl"].as_i64(), turn["uris"].as_array().unwrap().len()), (200, Some(3600), 2));
+        // Counted beside the operator's own metrics.
+        let (_, text) = http_get(&metrics, "/metrics").await;
+        let counted = r#"stunner_gateway_operator_auth_requests_total{endpoint="ice",result="success"} 1"#;
+        assert!(text.lines().any(|l| l == counted), "{text}");
+        assert!(text.contains("stunner_gateway_operator_render_total"), "{text}");
+
+        sd.stop().await;
+        daemon.kill().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -3,7 +3,7 @@
 // deploy/helm and deploy/manifests without any tool installed by hand.
 //
 //	deploytool helm-lint [--strict] <chart>
-//	deploytool helm-template <chart> [--set k=v ...] [--namespace ns] [--release name]
+//	deploytool helm-template <chart> [--set k=v ...] [-f values.yaml ...] [--namespace ns] [--release name]
 //	deploytool helm-package <chart> <outdir>     prints the path of the .tgz
 //	deploytool kustomize <dir>
 //	deploytool helm-install <chart> [--kubeconfig f] [-n ns] [--release name] [--set k=v ...] [--create-namespace] [--wait] [--timeout 5m]
@@ -29,7 +29,7 @@ import (
 
 const usage = `usage:
   deploytool helm-lint [--strict] <chart>
-  deploytool helm-template <chart> [--set k=v ...] [--namespace ns] [--release name]
+  deploytool helm-template <chart> [--set k=v ...] [-f values.yaml ...] [--namespace ns] [--release name]
   deploytool helm-package <chart> <outdir>
   deploytool kustomize <dir>
   deploytool helm-install <chart> [--kubeconfig f] [-n ns] [--release name] [--set k=v ...] [--create-namespace] [--wait] [--timeout 5m]

@@ -15,7 +15,7 @@ import (
 )
 
 // releaseFlags are the flags the release commands (template, install, upgrade, uninstall)
-// share, with helm's meanings: --set k=v, -n/--namespace, --release, --kubeconfig,
+// share, with helm's meanings: --set k=v, -f/--values file, -n/--namespace, --release, --kubeconfig,
 // --create-namespace, --wait, --timeout.
 type releaseFlags struct {
 	chart, namespace, release, kubeconfig string
@@ -41,6 +41,10 @@ func parseReleaseFlags(args []string, wantChart bool) (releaseFlags, error) {
 			var v string
 			v, err = next()
 			f.values.Values = append(f.values.Values, v)
+		case a == "--values" || a == "-f":
+			var v string
+			v, err = next()
+			f.values.ValueFiles = append(f.values.ValueFiles, v)
 		case a == "--namespace" || a == "-n":
 			f.namespace, err = next()
 		case a == "--release":

@@ -14,6 +14,10 @@
 #                                               the plugins a cluster DNS needs, CGO_ENABLED=0
 #   udp-echo  localhost/stunner-test/udp-echo:latest  cmd/udp-echo, CGO_ENABLED=0
 # Idempotent: an archive is rebuilt only when older than one of its inputs.
+# OCI_ARCH=arm64 (on another machine): the operator image for arm64, out/operator-arm64.tar,
+# cross-compiled as the Dockerfile does; it needs the Rust standard library of
+# aarch64-unknown-linux-gnu (`rustup target add`, from static.rust-lang.org) and Debian's
+# gcc-aarch64-linux-gnu and libc6-dev-arm64-cross, and says which is missing otherwise.
 # Usage: build.sh [--force] [NAME...]   (no NAME: all of them)
 # Needs python3, gcc with a static libc (libc6-dev), go (module proxy reachable on first use),
 # cargo and ldd.
@@ -93,7 +97,54 @@ stunnerd_ref() {
   echo "$ref"
 }
 
+# The machine's architecture in Go's (and OCI's) words.
+host_arch() {
+  case "$(uname -m)" in x86_64|amd64) echo amd64 ;; aarch64|arm64) echo arm64 ;; *) uname -m ;; esac
+}
+
+# The operator image for arm64 on another machine: cross-compiled, with the shared libraries
+# the binary names (and its loader) from the cross glibc. Returns 1, saying what is missing,
+# where the toolchain does not allow it.
+build_operator_arm64() {
+  local triple=aarch64-unknown-linux-gnu sysroot=/usr/aarch64-linux-gnu missing=()
+  [[ -d "$(rustc --print sysroot)/lib/rustlib/$triple/lib" ]] ||
+    missing+=("the Rust standard library for $triple (rustup target add $triple; it is downloaded from static.rust-lang.org, which is not a package registry)")
+  command -v aarch64-linux-gnu-gcc >/dev/null && [[ -d "$sysroot/lib" ]] ||
+    missing+=("a cross gcc and glibc (apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross)")
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "build.sh: cannot cross-build the arm64 operator image here; missing:" >&2
+    printf '  - %s\n' "${missing[@]}" >&2
+    echo "  (the release workflow builds linux/arm64 from the Dockerfile, which installs both)" >&2
+    return 1
+  fi
+  (cd "$root" && CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+      CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
+      cargo build --release -p stunner-gateway-operator --locked --target "$triple")
+  local bin="$root/target/$triple/release/stunner-gateway-operator" tar="$out/operator-arm64.tar" ref
+  ref="$(operator_ref)"
+  fresh "$tar" "$bin" "$root/deploy/helm/stunner-gateway-operator/values.yaml" \
+    "$here/oci-archive.py" "$here/build.sh" && return 2
+  local files=(--file "$bin=/stunner-gateway-operator") lib loader
+  # the libraries the binary names (DT_NEEDED), where Debian's arm64 glibc puts them
+  while read -r lib; do
+    files+=(--file "$(readlink -f "$sysroot/lib/$lib")=/lib/aarch64-linux-gnu/$lib")
+  done < <(aarch64-linux-gnu-readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  loader="$(aarch64-linux-gnu-readelf -l "$bin" | sed -n 's/.*interpreter: \(.*\)\]/\1/p')"
+  files+=(--file "$(readlink -f "$sysroot/lib/$(basename "$loader")")=$loader")
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > "$work/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' > "$work/group"
+  pack --ref "$ref" --out "$tar" --arch arm64 \
+    --user 65532:65532 --entrypoint /stunner-gateway-operator \
+    --file "$work/passwd=/etc/passwd:644" --file "$work/group=/etc/group:644" \
+    --dir /tmp:1777 --dir /home/nonroot "${files[@]}"
+}
+
 build_operator() {
+  case "${OCI_ARCH:-$(host_arch)}" in
+    "$(host_arch)") ;;
+    arm64) build_operator_arm64; return ;;
+    *) echo "build.sh: OCI_ARCH=$OCI_ARCH: only arm64 is cross-built" >&2; return 1 ;;
+  esac
   local bin="$root/target/release/stunner-gateway-operator" tar="$out/operator.tar" ref
   ref="$(operator_ref)"
   # cargo decides itself whether the binary is stale (a no-op of a few seconds when it is not)
@@ -152,6 +203,10 @@ build_udp-echo() {
 summary=()
 failed=0
 for name in "${names[@]}"; do
+  if [[ -n "${OCI_ARCH:-}" && "$OCI_ARCH" != "$(host_arch)" && "$name" != operator ]]; then
+    echo "build.sh: OCI_ARCH=$OCI_ARCH: only the operator image is cross-built" >&2
+    exit 2
+  fi
   if ! declare -F "build_$name" >/dev/null; then
     echo "build.sh: unknown image '$name' (known: ${all[*]})" >&2
     exit 2
@@ -160,7 +215,7 @@ for name in "${names[@]}"; do
   rc=0
   "build_$name" || rc=$?
   case $rc in
-    0) summary+=("  $name: built in $((SECONDS - t0))s, $(du -h "$out/$name.tar" | cut -f1)") ;;
+    0) summary+=("  $name: built in $((SECONDS - t0))s") ;;
     2) summary+=("  $name: up to date") ;;
     *) summary+=("  $name: BUILD FAILED"); failed=1 ;;
   esac

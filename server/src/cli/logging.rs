@@ -1,30 +1,29 @@
 //! The log filter of `--zap-log-level` and `RUST_LOG`.
 
+use crate::logs::flags::Level;
+
 /// Libraries whose debug logs are about each frame of a remote peer (h2 writes two lines per
 /// PING frame): a peer would decide how much we log. They log at `info` unless the level asked
 /// for is `trace`.
 const FRAME_LOGGING_LIBRARIES: [&str; 3] = ["h2", "hyper", "hyper_util"];
 
 /// The log filter: `RUST_LOG` verbatim when it is set and valid (it names every target's level
-/// itself, e.g. `debug,h2=debug`), else `--zap-log-level`: `debug` (or `1`), `error`, a
-/// number above 1 for `trace`, anything else `info`.
-pub fn log_filter(zap_log_level: &str, rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+/// itself, e.g. `debug,h2=debug`), else `--zap-log-level`: `debug` (or `1`), `info`, `error`,
+/// a number above 1 for `trace`, `panic` for nothing.
+pub fn log_filter(zap_log_level: Level, rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
     if let Some(filter) =
         rust_log.filter(|s| !s.is_empty()).and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
     {
         return filter;
     }
-    let level = match zap_log_level {
-        "debug" => "debug",
-        "error" => "error",
-        l if l.parse::<u8>().is_ok_and(|n| n > 1) => "trace",
-        l if l.parse::<u8>().is_ok_and(|n| n == 1) => "debug",
-        _ => "info",
+    let Some(max) = zap_log_level.max_tracing_level() else {
+        return tracing_subscriber::EnvFilter::new("off");
     };
-    let mut directives = vec![level.to_string()];
-    if level != "trace" {
+    let level = max.as_str().to_ascii_lowercase();
+    let mut directives = vec![level.clone()];
+    if max != tracing::Level::TRACE {
         // Not above the level asked for: `error` stays `error` for them too.
-        let library_level = if level == "debug" { "info" } else { level };
+        let library_level = if max == tracing::Level::DEBUG { "info" } else { level.as_str() };
         directives.extend(FRAME_LOGGING_LIBRARIES.iter().map(|lib| format!("{lib}={library_level}")));
     }
     tracing_subscriber::EnvFilter::new(directives.join(","))
@@ -36,18 +35,7 @@ mod tests {
 
     /// The lines a subscriber with `filter` writes for a debug and a trace line of each target.
     fn logged(filter: tracing_subscriber::EnvFilter) -> String {
-        #[derive(Clone, Default)]
-        struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Capture {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let capture = Capture::default();
+        let capture = crate::logs::tests::Capture::default();
         let writer = capture.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -63,29 +51,30 @@ mod tests {
             tracing::trace!(target: "stunner_gateway_operator::cds", "ours trace");
             tracing::info!(target: "hyper::server", "hyper info");
         });
-        String::from_utf8(capture.0.lock().unwrap().clone()).unwrap()
+        capture.text()
     }
 
     #[test]
     fn debug_level_keeps_library_frame_logs_out() {
-        for level in ["debug", "1"] {
+        for level in [Level::Debug, Level::Verbosity(1)] {
             let log = logged(log_filter(level, None));
-            assert!(log.contains("ours debug") && log.contains("hyper info"), "{level}: {log}");
+            assert!(log.contains("ours debug") && log.contains("hyper info"), "{level:?}: {log}");
             for quiet in ["h2 debug", "hyper debug", "hyper_util debug", "ours trace"] {
-                assert!(!log.contains(quiet), "{level}: {quiet} in\n{log}");
+                assert!(!log.contains(quiet), "{level:?}: {quiet} in\n{log}");
             }
         }
         // Only trace shows them.
-        let log = logged(log_filter("2", None));
+        let log = logged(log_filter(Level::Verbosity(2), None));
         for shown in ["h2 debug", "h2 trace", "hyper debug", "ours trace"] {
             assert!(log.contains(shown), "{shown} not in\n{log}");
         }
-        let log = logged(log_filter("error", None));
+        let log = logged(log_filter(Level::Error, None));
         assert!(!log.contains("hyper info"), "{log}");
+        assert!(logged(log_filter(Level::Panic, None)).is_empty());
         // RUST_LOG says for itself; an invalid one falls back to the flag.
-        let log = logged(log_filter("info", Some("debug,h2=debug")));
+        let log = logged(log_filter(Level::Info, Some("debug,h2=debug")));
         assert!(log.contains("h2 debug") && log.contains("ours debug"), "{log}");
-        let log = logged(log_filter("debug", Some("debug,h2=notalevel")));
+        let log = logged(log_filter(Level::Debug, Some("debug,h2=notalevel")));
         assert!(log.contains("ours debug") && !log.contains("h2 debug"), "{log}");
     }
 }

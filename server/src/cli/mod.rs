@@ -18,6 +18,8 @@ pub use go_values::{
 };
 pub use logging::log_filter;
 
+use crate::logs::LogSettings;
+use crate::logs::flags::{Encoder, Level, StacktraceLevel, TimeEncoding};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Parser};
 use std::net::SocketAddr;
@@ -82,6 +84,16 @@ pub struct Args {
     /// Where CPU profiles are served (`0` disables). Exposes internals: keep it on loopback.
     #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_PPROF_BIND_ADDRESS", default_value = "0", value_parser = parse_optional_bind_address)]
     pub pprof_bind_address: BindAddress,
+
+    /// Where the TURN credential API (stunner-auth-service's `GET /` and `GET /ice`) is served
+    /// (`0` disables, the default). Keep it inside the cluster: docs/deploy.md.
+    #[arg(long, default_value = "0", value_parser = parse_optional_bind_address)]
+    pub auth_bind_address: BindAddress,
+
+    /// The credential API's public address for TURN URIs, as upstream's service takes it from
+    /// its environment; a request's `public-addr` beats it.
+    #[arg(long, env = "STUNNER_PUBLIC_ADDR", hide = true)]
+    pub auth_public_addr: Option<String>,
 
     /// Watch Endpoints instead of EndpointSlices (upstream's spelling).
     #[arg(long = "disable-endpontslice-controller", alias = "disable-endpointslice-controller", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
@@ -159,19 +171,27 @@ pub struct Args {
     #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_LABEL_FILTER", hide = true)]
     pub label_filter: Option<String>,
 
-    /// Log level (zap's flag, kept for compatibility): debug, info, error, or a number.
-    #[arg(long, default_value = "info")]
-    pub zap_log_level: String,
+    /// Log level: debug, info, error, panic, or an integer above 0 (1 is debug, more is
+    /// trace). Default: info (debug with --zap-devel). RUST_LOG, when set, beats it.
+    #[arg(long, value_name = "LEVEL")]
+    pub zap_log_level: Option<Level>,
 
-    /// Accepted for compatibility with the Go operator's logger flags.
-    #[arg(long, hide = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub zap_devel: Option<String>,
-    #[arg(long, hide = true)]
-    pub zap_encoder: Option<String>,
-    #[arg(long, hide = true)]
-    pub zap_stacktrace_level: Option<String>,
-    #[arg(long, hide = true)]
-    pub zap_time_encoding: Option<String>,
+    /// zap's development defaults: console lines and the debug level (each flag still beats it);
+    /// `--zap-devel=false` makes JSON lines the default.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub zap_devel: Option<bool>,
+
+    /// Log line layout: json (zap's keys, one object per line) or console.
+    #[arg(long, value_name = "ENCODER")]
+    pub zap_encoder: Option<Encoder>,
+
+    /// Events at or above this level carry a stack trace: info, error, or panic (none, the default).
+    #[arg(long, value_name = "LEVEL", default_value = "panic")]
+    pub zap_stacktrace_level: StacktraceLevel,
+
+    /// How log times are written: epoch, millis, nano, iso8601, rfc3339, rfc3339nano.
+    #[arg(long, value_name = "ENCODING", default_value = "rfc3339nano")]
+    pub zap_time_encoding: TimeEncoding,
 }
 
 /// `managed` or `legacy` (any case) as the renderer's [`DataplaneMode`]: one type for the mode
@@ -210,6 +230,25 @@ impl Args {
             (None, None, None) => self.config_discovery_address.ip().to_string(),
         };
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+    }
+
+    /// How to log, from the `--zap-*` flags and `RUST_LOG`; `--zap-devel` only moves the
+    /// defaults of the encoder and the level.
+    pub fn log_settings(&self) -> LogSettings {
+        let encoder = self.zap_encoder.unwrap_or(match self.zap_devel {
+            Some(false) => Encoder::Json,
+            _ => Encoder::Console,
+        });
+        let level = self.zap_log_level.unwrap_or(match self.zap_devel {
+            Some(true) => Level::Debug,
+            _ => Level::Info,
+        });
+        LogSettings {
+            encoder,
+            filter: log_filter(level, self.rust_log.as_deref()),
+            stacktrace: self.zap_stacktrace_level,
+            time: self.zap_time_encoding,
+        }
     }
 
     /// Gateway label keys not copied to dataplane Deployments: STUNNER_GATEWAY_OPERATOR_LABEL_FILTER

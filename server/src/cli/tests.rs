@@ -199,3 +199,48 @@ fn invalid_values_say_what_is_wanted() {
     let err = parse(&["--metrics-bind-address", "8080"]).unwrap_err().to_string();
     assert!(err.contains("invalid address \"8080\" (want host:port or :port)"), "{err}");
 }
+
+#[test]
+fn zap_flags_reach_the_log_settings() {
+    use crate::logs::flags::{Encoder, StacktraceLevel, TimeEncoding};
+    let s = parse(&[]).unwrap().log_settings();
+    assert_eq!(
+        (s.encoder, s.stacktrace, s.time),
+        (Encoder::Console, StacktraceLevel::Panic, TimeEncoding::Rfc3339Nano)
+    );
+    assert_eq!(s.filter.max_level_hint(), Some(tracing::level_filters::LevelFilter::INFO));
+    let s = parse(&[
+        "--zap-encoder=JSON",
+        "--zap-log-level=3",
+        "--zap-stacktrace-level=error",
+        "--zap-time-encoding",
+        "epoch",
+    ])
+    .unwrap()
+    .log_settings();
+    assert_eq!((s.encoder, s.stacktrace, s.time), (Encoder::Json, StacktraceLevel::Error, TimeEncoding::Epoch));
+    assert_eq!(s.filter.max_level_hint(), Some(tracing::level_filters::LevelFilter::TRACE));
+    // --zap-devel moves the defaults only: console and debug; false, JSON.
+    let s = parse(&["-zap-devel"]).unwrap().log_settings();
+    assert_eq!(s.encoder, Encoder::Console);
+    assert_eq!(s.filter.max_level_hint(), Some(tracing::level_filters::LevelFilter::DEBUG));
+    let s = parse(&["--zap-devel=false", "--zap-log-level=error"]).unwrap().log_settings();
+    assert_eq!(s.encoder, Encoder::Json);
+    assert_eq!(s.filter.max_level_hint(), Some(tracing::level_filters::LevelFilter::ERROR));
+    assert_eq!(parse(&["--zap-devel=true", "--zap-encoder=json"]).unwrap().log_settings().encoder, Encoder::Json);
+}
+
+#[test]
+fn unknown_zap_values_are_refused_naming_the_flag() {
+    for bad in [
+        ["--zap-encoder", "text"],
+        ["--zap-log-level", "warn"],
+        ["--zap-log-level", "0"],
+        ["--zap-stacktrace-level", "debug"],
+        ["--zap-time-encoding", "unix"],
+        ["--zap-devel", "maybe"],
+    ] {
+        let err = parse(&bad).unwrap_err().to_string();
+        assert!(err.contains(bad[0]) && err.contains(bad[1]), "{err}");
+    }
+}

@@ -5,8 +5,8 @@ use super::output::{Printer, nothing_found};
 use std::error::Error;
 use std::time::{Duration, SystemTime};
 use stunner_gateway::config::json;
+use stunner_gateway::turn_auth::{self, IceConfig, IceServer, TurnCredential};
 use stunner_gateway_client::cds::{CdsClient, ConfigScope};
-use stunner_gateway_client::turn_auth::{self, IceConfig, IceServer, TurnCredential};
 
 pub struct Request<'a> {
     pub scope: ConfigScope,
@@ -33,17 +33,17 @@ pub async fn run(client: &CdsClient, req: &Request<'_>, printer: &mut Printer) -
         return Ok(());
     }
     let now = SystemTime::now();
-    if req.turn_credential {
-        for config in &configs {
-            let cred = turn_auth::credential(config, req.user_id, req.ttl, now)?;
-            printer.document(&TurnCredential::new(config, &cred), json_line)?;
-        }
-        return Ok(());
-    }
+    let ttl = i64::try_from(req.ttl.as_secs()).unwrap_or(i64::MAX);
     let mut ice_servers = Vec::new();
     for config in &configs {
-        let cred = turn_auth::credential(config, req.user_id, req.ttl, now)?;
-        ice_servers.push(IceServer::new(config, &cred));
+        let cred = turn_auth::credential(config, req.user_id, ttl, now)?;
+        ice_servers.push(IceServer::new(turn_auth::uris(config), cred));
+    }
+    if req.turn_credential {
+        for server in ice_servers {
+            printer.document(&TurnCredential::new(server, ttl), json_line)?;
+        }
+        return Ok(());
     }
     printer.document(&IceConfig { ice_servers, ice_transport_policy: "all".into() }, json_line)
 }

@@ -5,9 +5,9 @@ use super::jsonpath::Template;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
+use stunner_gateway::turn_auth::DEFAULT_TTL_SECS;
 use stunner_gateway_client::cds::Transport;
 use stunner_gateway_client::cluster::DEFAULT_HEALTH_CHECK_PORT;
-use stunner_gateway_client::turn_auth::DEFAULT_TTL;
 
 /// Inspect STUNner gateways: the dataplane configs and license the operator serves, the
 /// dataplane pods' status, and TURN credentials for clients.
@@ -185,7 +185,7 @@ fn parse_ttl(raw: &str) -> Result<Duration, String> {
     n.checked_mul(scale).filter(|&s| s > 0).map(Duration::from_secs).ok_or_else(|| format!("invalid TTL '{raw}'"))
 }
 
-const _: () = assert!(DEFAULT_TTL.as_secs() == 86_400, "the --ttl default says 1d");
+const _: () = assert!(DEFAULT_TTL_SECS == 86_400, "the --ttl default says 1d");
 
 #[cfg(test)]
 mod tests {
@@ -235,7 +235,7 @@ mod tests {
     fn ttls() {
         assert_eq!(parse_ttl("90").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_ttl("15m").unwrap(), Duration::from_secs(900));
-        assert_eq!(parse_ttl("1d").unwrap(), DEFAULT_TTL);
+        assert_eq!(parse_ttl("1d").unwrap(), Duration::from_secs(DEFAULT_TTL_SECS as u64));
         for bad in ["", "0", "1w", "h", "-1"] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
         }
