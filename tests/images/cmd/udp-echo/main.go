@@ -3,11 +3,16 @@
 // "<hostname>: ", so a test that reaches several backends through STUNner can tell which
 // pod answered.
 //
+// With -http-get URL it is instead the application server of a test: one HTTP GET from
+// inside a pod (its resolver, so names go through the cluster DNS), the body printed to
+// stdout, exit status 0 only for a 200 answer. A test reads the body from the pod's log.
+//
 // Flags (each with an environment variable, for a pod spec):
 //
 //	-port N              UDP_ECHO_PORT    listen port (default 9001)
 //	-addr A              UDP_ECHO_ADDR    listen address (default all addresses)
 //	-prefix-hostname     UDP_ECHO_PREFIX_HOSTNAME=true
+//	-http-get URL        (no variable)    GET URL, print the body, exit (no echo server)
 package main
 
 import (
@@ -15,16 +20,25 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // maxDatagram bounds the read buffer: the largest UDP payload over IPv4.
 const maxDatagram = 65507
+
+// maxBody bounds what -http-get reads, and httpTimeout how long it waits for all of it.
+const (
+	maxBody     = 1 << 20
+	httpTimeout = 10 * time.Second
+)
 
 func envOr(key, fallback string) string {
 	if v, ok := os.LookupEnv(key); ok {
@@ -46,7 +60,15 @@ func main() {
 	addr := flag.String("addr", envOr("UDP_ECHO_ADDR", ""), "listen address (env UDP_ECHO_ADDR)")
 	prefixHostname := flag.Bool("prefix-hostname", defaultPrefix,
 		"prefix each reply with \"<hostname>: \" (env UDP_ECHO_PREFIX_HOSTNAME)")
+	httpGet := flag.String("http-get", "", "GET this URL, print the body to stdout and exit (no echo server)")
 	flag.Parse()
+
+	if *httpGet != "" {
+		if err := get(os.Stdout, *httpGet); err != nil {
+			log.Fatalf("udp-echo: %v", err)
+		}
+		return
+	}
 
 	var prefix []byte
 	if *prefixHostname {
@@ -93,4 +115,23 @@ func serve(conn net.PacketConn, prefix []byte) error {
 			log.Printf("udp-echo: reply to %s: %v", from, err)
 		}
 	}
+}
+
+// get writes the body of a GET of url to w; an error unless the answer is a 200.
+func get(w io.Writer, url string) error {
+	client := &http.Client{Timeout: httpTimeout}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	_, err = w.Write(body)
+	return err
 }

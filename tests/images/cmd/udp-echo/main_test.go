@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,5 +45,30 @@ func TestServeEchoesWithPrefix(t *testing.T) {
 	conn.Close()
 	if err := <-done; err != nil {
 		t.Fatalf("serve after close: %v", err)
+	}
+}
+
+// TestGetPrintsTheBodyOfA200Only asks a loopback server for a body and for a 404.
+func TestGetPrintsTheBodyOfA200Only(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ice" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"iceServers":[]}`))
+	}))
+	defer srv.Close()
+
+	var out bytes.Buffer
+	if err := get(&out, srv.URL+"/ice?service=turn"); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != `{"iceServers":[]}` {
+		t.Fatalf("body %q", got)
+	}
+	out.Reset()
+	err := get(&out, srv.URL+"/other")
+	if err == nil || !strings.Contains(err.Error(), "404") || out.Len() != 0 {
+		t.Fatalf("a 404: error %v, printed %q", err, out.String())
 	}
 }
