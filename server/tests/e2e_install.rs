@@ -34,6 +34,8 @@ const GATEWAY_NS: &str = "stunner";
 const OPERATOR_NS: &str = "stunner-system";
 /// The leader election Lease of the operator (upstream's name).
 const LEASE: &str = "92062b70.l7mp.io";
+/// The static TURN username of the Gateway.
+const USER: &str = "user-1";
 /// The UDP port of the echo backend (tests/images udp-echo's default).
 const ECHO_PORT: u16 = 9001;
 
@@ -77,7 +79,7 @@ metadata:
 spec:
   realm: stunner.l7mp.io
   authType: plaintext
-  userName: user-1
+  userName: {USER}
   password: {password}
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -231,9 +233,9 @@ fn stunnerctl(node: &Node, args: &[&str]) -> String {
 
 /// The verdict of one TURN allocation through `server` relaying to `peer` (turnprobe, the
 /// pion/turn client upstream's turncat uses).
-fn turn_probe(server: SocketAddr, password: &str, peer: SocketAddr) -> Value {
+fn turn_probe(server: SocketAddr, user: &str, password: &str, peer: SocketAddr) -> Value {
     let out = Command::new(tool("tests/interop/bin/turnprobe"))
-        .args(["--server", &server.to_string(), "--user", "user-1", "--password", password])
+        .args(["--server", &server.to_string(), "--user", user, "--password", password])
         .args(["--peer", &peer.to_string(), "--count", "3", "--timeout", "10s"])
         // From the node's own network: the default is a loopback socket.
         .args(["--local", &SocketAddr::new(server.ip(), 0).to_string()])
@@ -249,15 +251,15 @@ fn turn_probe(server: SocketAddr, password: &str, peer: SocketAddr) -> Value {
 }
 
 /// Retries the probe (bounded) until it succeeds: a change takes a moment to reach stunnerd.
-async fn turn_relays(node: &Node, server: SocketAddr, password: &str, peer: SocketAddr) -> Value {
+async fn turn_relays(node: &Node, server: SocketAddr, user: &str, password: &str, peer: SocketAddr) -> Value {
     let deadline = Instant::now() + TIMEOUT;
     loop {
-        let v = tokio::task::block_in_place(|| turn_probe(server, password, peer));
+        let v = tokio::task::block_in_place(|| turn_probe(server, user, password, peer));
         if v["ok"] == true {
             return v;
         }
         if Instant::now() > deadline {
-            panic!("no TURN relay through {server} to {peer} with password {password}: {v}\n{}", node.log_tails());
+            panic!("no TURN relay through {server} to {peer} as {user}/{password}: {v}\n{}", node.log_tails());
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -367,6 +369,94 @@ async fn kill_leader(client: &Client) -> String {
     .await
 }
 
+/// The namespace of the application pods that ask the credential API: not the Gateway's, not
+/// the operator's.
+const APP_NS: &str = "webrtc-app";
+
+/// The operator's pods (the label its CDS Service selects on).
+const OPERATOR_PODS: &str = "stunner.l7mp.io/config-discovery-service=enabled";
+
+/// Waits until every Ready operator replica serves a config for the Gateway that satisfies
+/// `pred`, read from each pod's own address: the credential API of each replica answers from
+/// what that replica serves, and the auth Service may send a request to any of them.
+async fn every_replica_serves(client: &Client, what: &str, pred: impl Fn(&StunnerConfig) -> bool) {
+    wait_for(&format!("every operator replica to serve {what}"), || {
+        let (client, pred) = (client.clone(), &pred);
+        async move {
+            let pods = ready_pods(&client, OPERATOR_NS, OPERATOR_PODS).await;
+            if pods.is_empty() {
+                return None;
+            }
+            for pod in pods {
+                let ip = pod.status?.pod_ip?.parse().ok()?;
+                let config = e2e::cds_config(SocketAddr::new(ip, 13478), GATEWAY_NS, "udp-gateway").await?;
+                if !pred(&config) {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await
+}
+
+/// An application pod in [`APP_NS`] that GETs `url` once (udp-echo's `-http-get` mode: the
+/// pod's own resolver, so the name goes through the cluster's CoreDNS) and prints the body.
+fn http_get_pod(name: &str, url: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: {APP_NS}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: get
+      image: {image}
+      imagePullPolicy: Never
+      args: ["-http-get", "{url}"]
+      resources:
+        requests:
+          cpu: 10m
+"#,
+        image = node::UDP_ECHO_IMAGE
+    )
+}
+
+/// What an application pod named `name` got from a GET of `url`: runs the pod to its end and
+/// parses its log as JSON; panics with the log if the GET failed.
+async fn get_from_app_pod(client: &Client, name: &str, url: &str) -> Value {
+    apply_yaml(client, &http_get_pod(name, url)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), APP_NS);
+    let phase = wait_for(&format!("pod {APP_NS}/{name} to finish"), || {
+        let pods = pods.clone();
+        async move {
+            let phase = pods.get(name).await.ok()?.status?.phase?;
+            matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+        }
+    })
+    .await;
+    let log = pods.logs(name, &Default::default()).await.unwrap_or_else(|e| panic!("pod {name}'s log: {e}"));
+    assert_eq!(phase, "Succeeded", "GET {url} from pod {APP_NS}/{name}: {log}");
+    serde_json::from_str(&log).unwrap_or_else(|e| panic!("GET {url} from pod {APP_NS}/{name}: {e}: {log}"))
+}
+
+/// The one ICE server of an `/ice` answer for the single Gateway, checked for its shape: the
+/// Gateway's TURN-UDP listener (no public address on this node, so its own port, as the
+/// `stunnerctl auth` check above) and the default transport policy. Returns its username and
+/// credential.
+fn ice_credential(ice: &Value) -> (String, String) {
+    assert_eq!(ice["iceTransportPolicy"], "all", "{ice}");
+    let servers = ice["iceServers"].as_array().unwrap_or_else(|| panic!("no iceServers: {ice}"));
+    assert_eq!(servers.len(), 1, "one Gateway, one ICE server: {ice}");
+    let urls = servers[0]["urls"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let url = urls.first().and_then(Value::as_str).unwrap_or_default();
+    assert!(urls.len() == 1 && url.starts_with("turn:") && url.ends_with(":3478?transport=udp"), "{ice}");
+    let field = |k: &str| servers[0][k].as_str().unwrap_or_else(|| panic!("no {k}: {ice}")).to_string();
+    (field("username"), field("credential"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_relays_turn_and_survives_operator_changes() {
     let Some((node, client)) = node_with_gateway_api("install-helm").await else { return };
@@ -382,7 +472,7 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
     wait_available(&client, "default", "echo-server").await;
     let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
     let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
-    let first = turn_relays(&node, turn, "pass-1", echo).await;
+    let first = turn_relays(&node, turn, USER, "pass-1", echo).await;
     eprintln!("node e2e: helm install to first relayed packet: {:.1?} ({first})", installed.elapsed());
 
     // The dataplane got its config through the CDS Service name, with the rendered auth.
@@ -414,12 +504,12 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
     let uri = credential["uris"][0].as_str().unwrap_or_default();
     assert!(uri.starts_with("turn:") && uri.ends_with(":3478?transport=udp"), "{credential}");
     let password = credential["password"].as_str().unwrap();
-    assert_eq!(credential["username"], "user-1");
-    turn_relays(&node, turn, password, echo).await;
+    assert_eq!(credential["username"], USER);
+    turn_relays(&node, turn, USER, password, echo).await;
 
     // A peer the route does not allow (CoreDNS) is refused at CreatePermission.
     let dns = SocketAddr::new(node.facts.cluster_dns.into(), 53);
-    let refused = tokio::task::block_in_place(|| turn_probe(turn, "pass-1", dns));
+    let refused = tokio::task::block_in_place(|| turn_probe(turn, USER, "pass-1", dns));
     assert_eq!((refused["ok"].as_bool(), refused["stage"].as_str()), (Some(false), Some("permission")), "{refused}");
 
     // A new password reaches the running pod: no restart, the old password stops working.
@@ -430,8 +520,8 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
         .patch("stunner-gatewayconfig", &PatchParams::default(), &Patch::Merge(json!({"spec": {"password": "pass-2"}})))
         .await
         .unwrap();
-    turn_relays(&node, turn, "pass-2", echo).await;
-    let old = tokio::task::block_in_place(|| turn_probe(turn, "pass-1", echo));
+    turn_relays(&node, turn, USER, "pass-2", echo).await;
+    let old = tokio::task::block_in_place(|| turn_probe(turn, USER, "pass-1", echo));
     assert_eq!((old["ok"].as_bool(), old["stage"].as_str()), (Some(false), Some("allocate")), "{old}");
     assert_eq!(dataplane_identity(&client).await, before, "the password change restarted no dataplane");
 
@@ -457,20 +547,72 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
     let leader = kill_leader(&client).await;
     eprintln!("node e2e: new leader {leader}");
     wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
-    turn_relays(&node, turn, "pass-2", echo).await;
+    turn_relays(&node, turn, USER, "pass-2", echo).await;
     assert_eq!(dataplane_identity(&client).await, before, "an operator pod deletion restarted a dataplane");
 
     // A `helm upgrade` that rolls every operator pod: the same.
     helm(&node, "upgrade", &["--set", "podAnnotations.rolled=yes"]);
     wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
-    turn_relays(&node, turn, "pass-2", echo).await;
+    turn_relays(&node, turn, USER, "pass-2", echo).await;
     assert_eq!(dataplane_identity(&client).await, before, "helm upgrade restarted a dataplane");
+
+    // The chart's credential API (issue #49): an application pod in its own namespace asks
+    // `stunner-auth.stunner-system:8088/ice` by name, and a TURN client allocates and relays
+    // through the NodePort with what it got: the static credentials first, then, with the
+    // GatewayConfig switched to ephemeral auth, fresh time-windowed ones.
+    apply_yaml(&client, &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {APP_NS}\n")).await;
+    let auth_url = format!("http://stunner-auth.{OPERATOR_NS}:8088/ice?service=turn");
+    every_replica_serves(&client, "password pass-2", |c| {
+        c.auth.credentials.get("password").is_some_and(|p| p == "pass-2")
+    })
+    .await;
+    let ice = get_from_app_pod(&client, "ice-static", &auth_url).await;
+    eprintln!("node e2e: /ice, static auth: {ice}");
+    assert_eq!(ice_credential(&ice), (USER.to_string(), "pass-2".to_string()), "{ice}");
+    turn_relays(&node, turn, USER, "pass-2", echo).await;
+
+    const SECRET: &str = "node-e2e-shared-secret";
+    configs
+        .patch(
+            "stunner-gatewayconfig",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"authType": "ephemeral", "sharedSecret": SECRET, "userName": null, "password": null}}),
+            ),
+        )
+        .await
+        .unwrap();
+    every_replica_serves(&client, "the shared secret", |c| {
+        c.auth.credentials.get("secret").is_some_and(|s| s == SECRET)
+    })
+    .await;
+    let asked = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let ice = get_from_app_pod(&client, "ice-ephemeral", &format!("{auth_url}&username=app&ttl=3600")).await;
+    eprintln!("node e2e: /ice, ephemeral auth: {ice}");
+    let (user, password) = ice_credential(&ice);
+    // `<expiry>:<username>`, the expiry `ttl` seconds after the request.
+    let expiry: u64 = user.strip_suffix(":app").and_then(|e| e.parse().ok()).unwrap_or_else(|| panic!("{ice}"));
+    assert!((asked + 3600..asked + 3600 + TIMEOUT.as_secs()).contains(&expiry), "expiry {expiry}, asked at {asked}");
+    let relayed = turn_relays(&node, turn, &user, &password, echo).await;
+    eprintln!("node e2e: relayed with the ephemeral credential from /ice: {relayed}");
+    // The same username signed with another secret, and the static credential the secret
+    // replaced, are refused.
+    let forged = stunner_gateway::turn_auth::timewindowed_password(&user, "not-the-shared-secret");
+    for (user, password) in [(user.as_str(), forged.as_str()), (USER, "pass-2")] {
+        let refused = tokio::task::block_in_place(|| turn_probe(turn, user, password, echo));
+        assert_eq!(
+            (refused["ok"].as_bool(), refused["stage"].as_str()),
+            (Some(false), Some("allocate")),
+            "{user}/{password}: {refused}"
+        );
+    }
 
     // `helm uninstall` removes what the chart made; the dataplane goes with its Gateway.
     helm(&node, "uninstall", &[]);
     for (kind, api_version, ns, name) in [
         ("Deployment", "apps/v1", Some(OPERATOR_NS), "stunner-gateway-operator"),
         ("Service", "v1", Some(OPERATOR_NS), "stunner-config-discovery"),
+        ("Service", "v1", Some(OPERATOR_NS), "stunner-auth"),
         ("ClusterRole", "rbac.authorization.k8s.io/v1", None, "stunner-gateway-operator"),
         ("Dataplane", "stunner.l7mp.io/v1", None, "default"),
     ] {
@@ -512,7 +654,7 @@ async fn kustomize_install_serves_a_gateway() {
     wait_available(&client, "default", "echo-server").await;
     let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
     let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
-    turn_relays(&node, turn, "pass-1", echo).await;
+    turn_relays(&node, turn, USER, "pass-1", echo).await;
 }
 
 /// `stunnerctl` run inside a pod's network namespace, straight at the CDS Service (no
@@ -611,7 +753,7 @@ async fn ready_pod_ip(client: &Client, ns: &str, selector: &str) -> std::net::Ip
 /// Every operator pod's log, through the API server (the kubelet serves it).
 async fn operator_logs(client: &Client) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NS);
-    let list = pods.list(&ListParams::default().labels("stunner.l7mp.io/config-discovery-service=enabled")).await;
+    let list = pods.list(&ListParams::default().labels(OPERATOR_PODS)).await;
     let mut logs = String::new();
     for pod in list.map(|l| l.items).unwrap_or_default() {
         let name = pod.metadata.name.unwrap_or_default();
@@ -652,13 +794,13 @@ async fn hardened_install_serves_each_dataplane_its_own_gateway_only() {
     let config: StunnerConfig = serde_json::from_str(&shown).expect("a config");
     let cluster = config.clusters.iter().find(|c| c.name.ends_with("echo-server")).expect("the route's cluster");
     assert!(cluster.endpoints.is_empty(), "a refused backend has no endpoints: {cluster:?}");
-    let refused = tokio::task::block_in_place(|| turn_probe(turn, "pass-1", echo));
+    let refused = tokio::task::block_in_place(|| turn_probe(turn, USER, "pass-1", echo));
     assert_eq!((refused["ok"].as_bool(), refused["stage"].as_str()), (Some(false), Some("permission")), "{refused}");
 
     // The grant: the backend is served and the running stunnerd relays to it.
     apply_yaml(&client, &echo_reference_grant()).await;
     wait_route_resolved(&client, "True", "ResolvedRefs").await;
-    turn_relays(&node, turn, "pass-1", echo).await;
+    turn_relays(&node, turn, USER, "pass-1", echo).await;
 
     // The impostor: right labels, wrong namespace. Refused the Gateway's config and the list.
     apply_yaml(&client, &impostor_pod("tenant-b")).await;
