@@ -113,6 +113,12 @@ pub fn is_manifest(path: &Path) -> bool {
         && matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
+/// The documents of a file's text as parsed, before any object is made of them (`None` if it
+/// is not YAML): for checks of what the loader says about them (the fuzz target's).
+pub fn raw_documents(text: &str) -> Option<Vec<Value>> {
+    documents::documents(text).ok().map(|docs| docs.into_iter().map(|(_, v)| v).collect())
+}
+
 /// Loads the text of the file at `path` (which is only used to name origins).
 pub fn load(path: &Path, text: &str, admission: Admission) -> Result<Manifest, LoadError> {
     let origin = |line: usize| Origin { path: path.to_path_buf(), line };

@@ -108,7 +108,7 @@ pub fn validate(object: &Value) -> Result<(), Invalid> {
     let Some(known) = REGISTRY.get(&(group.to_string(), version.to_string(), kind.to_string())) else {
         return Ok(());
     };
-    let mut errs = Errors::default();
+    let mut errs = Errors::of_kind(kind);
     meta::check(object.get("metadata"), known.name, known.namespaced, &mut errs);
     if let Some(schema) = &known.schema {
         let mut defaulted = object.clone();

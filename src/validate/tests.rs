@@ -239,3 +239,28 @@ fn defaults_are_applied_before_the_rules_that_need_them() {
     gw["spec"]["addresses"] = yaml("[{type: Hostname, value: example.com}]");
     assert_eq!(validate(&gw), Ok(()));
 }
+
+/// Every secret field of a GatewayConfig that fails its schema is named with why it failed,
+/// never with its value (`resources::redact`); other fields still quote theirs.
+#[test]
+fn invalid_secret_fields_are_named_without_their_values() {
+    for (field, value, quoted) in [
+        ("password", r#""Hunter2 Secret""#, "Hunter2 Secret"),
+        ("password", "987654321012", "987654321012"),
+        ("userName", r#""user name with spaces""#, "user name with spaces"),
+        ("userName", "[a, list]", "list"),
+        ("sharedSecret", "{nested: sekrit-map}", "sekrit-map"),
+        ("sharedSecret", "123456789", "123456789"),
+    ] {
+        for version in ["v1", "v1alpha1"] {
+            let config = yaml(&format!(
+                "apiVersion: stunner.l7mp.io/{version}\nkind: GatewayConfig\nmetadata: {{name: c, namespace: stunner}}\n\
+                 spec: {{realm: a_b, {field}: {value}}}\n"
+            ));
+            let err = validate(&config).unwrap_err().to_string();
+            assert!(err.contains(&format!("spec.{field}: Invalid value: <redacted>: ")), "{version} {field}: {err}");
+            assert!(!err.contains(quoted), "{version} {field}: {err}");
+            assert!(err.contains(r#"spec.realm: Invalid value: "a_b""#), "not a secret: {err}");
+        }
+    }
+}
