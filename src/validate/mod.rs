@@ -114,8 +114,11 @@ pub fn validate(object: &Value) -> Result<(), Invalid> {
         let mut defaulted = object.clone();
         schema.apply_defaults(&mut defaulted);
         schema.check(&defaulted, "", &mut errs);
-        if group == "gateway.networking.k8s.io" && kind == "Gateway" {
-            rules::gateway_listeners(&defaulted, &mut errs);
+        match (group, kind) {
+            ("gateway.networking.k8s.io", "Gateway") => rules::gateway_listeners(&defaulted, &mut errs),
+            ("stunner.l7mp.io", "GatewayConfig") => rules::gateway_config(&defaulted, &mut errs),
+            ("stunner.l7mp.io", "UDPRoute") => rules::stunner_udp_route(&defaulted, &mut errs),
+            _ => {}
         }
     }
     if errs.is_empty() {

@@ -179,13 +179,16 @@ fn errors_are_capped() {
 #[test]
 fn shipped_manifests_pass_except_golden_cases_of_objects_an_api_server_refuses() {
     let refused_cases = [
-        "admin-offload",         // offloadEngine "xdp": the pattern is case-sensitive
-        "admin-offload-invalid", // offloadEngine "bogus"
-        "auth-none",             // authType "none" is outside the CRD's pattern
+        "admin-offload",              // offloadEngine "xdp": the pattern is case-sensitive
+        "admin-offload-invalid",      // offloadEngine "bogus"
+        "auth-missing-password",      // the operator's own rule: plaintext needs both credentials
+        "auth-missing-shared-secret", // and longterm a shared secret
+        "auth-none",                  // authType "none" is outside the CRD's pattern
         "auth-unknown-type",
         "cluster-empty-backends", // backendRefs: minItems 1
         "cluster-no-rules",       // rules: minItems 1
         "gateway-no-listeners",   // listeners: minItems 1
+        "legacy-invalid-auth",    // the operator's own rule, as auth-missing-password
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
