@@ -1037,3 +1037,68 @@ async fn a_directory_past_the_budget_is_refused_as_a_whole() {
     assert_eq!(next_config(&mut ws).await.listeners[0].port, 3479);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The daemon's resident memory, in KiB.
+fn rss_kib(d: &Daemon) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", d.child.id().unwrap())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue #43: memory returns after large deletions. 3,000 Gateways in 30 files are loaded and
+/// deleted three times: each load comes to within 1.5x the first one's resident memory, and
+/// each deletion to within 1.5x that of a fresh start with the objects left (the class only).
+#[tokio::test]
+async fn memory_returns_after_a_large_directory_is_deleted_three_times() {
+    // Enough that keeping them would be past the bound: each adds ~20 KiB (debug build).
+    const GATEWAYS: usize = 3000;
+    let dir = temp_copy_of_quickstart("memory-cycle");
+    for f in ["gateway.yaml", "route.yaml"] {
+        std::fs::remove_file(dir.join(f)).unwrap();
+    }
+    let gateway = |i: usize| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: gw-{i}\n  namespace: stunner\n\
+             spec:\n  gatewayClassName: stunner-gatewayclass\n  addresses:\n  - type: IPAddress\n    value: 10.1.{}.{}\n\
+             \x20 listeners:\n  - name: udp\n    port: 3478\n    protocol: UDP\n",
+            i / 250,
+            i % 250 + 1
+        )
+    };
+    let files: Vec<String> =
+        (0..30).map(|f| (f * 100..(f + 1) * 100).map(gateway).collect::<Vec<_>>().join("---\n")).collect();
+    let d = Daemon::start(&dir).await;
+    d.wait_for_log("GatewayClass stunner-gatewayclass: Accepted=True").await;
+    let fresh = rss_kib(&d);
+    let wait_count = async |needle: &str, n: usize| {
+        for _ in 0..600 {
+            if d.log_count(needle) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{} of {n} {needle:?}", d.log_count(needle));
+    };
+    let mut loaded = Vec::new();
+    for round in 1..=3 {
+        for (f, text) in files.iter().enumerate() {
+            std::fs::write(dir.join(format!("gw-{f}.yaml")), text).unwrap();
+        }
+        wait_count("config updated", round * GATEWAYS).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        loaded.push(rss_kib(&d));
+        for f in 0..files.len() {
+            std::fs::remove_file(dir.join(format!("gw-{f}.yaml"))).unwrap();
+        }
+        wait_count("config deleted", round * GATEWAYS).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let deleted = rss_kib(&d);
+        assert!(
+            deleted * 2 <= fresh * 3,
+            "round {round}: {deleted} KiB after the deletion, {fresh} KiB at a fresh start"
+        );
+        assert!(loaded[round - 1] * 2 <= loaded[0] * 3, "round {round}: loads at {loaded:?} KiB");
+        assert!(loaded[0] * 2 > fresh * 3, "the load is large enough to matter: {loaded:?} KiB, {fresh} KiB fresh");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use stunner_gateway::index::{ObjRef, Resource};
 use stunner_gateway::manifest::{self, Admission, LoadError, Origin, Skipped};
 
-/// The most bytes of manifests the source reads by default: about 20,000 Gateways of the
-/// quickstart's shape (a Gateway and its UDPRoute, ~1.5 KiB of YAML), or a few thousand with
-/// their Services, StaticServices and Secrets beside them. Loading takes a small multiple of
-/// it at its peak (BENCHMARKS.md, "The standalone source's budget").
-pub const DEFAULT_MAX_BYTES: u64 = 32 << 20;
+/// The most bytes of manifests the source reads by default: ~28,000 Gateways of the shape of
+/// BENCHMARKS.md's measurement (~290 bytes of YAML each), or a few thousand with their routes,
+/// Services, StaticServices and Secrets beside them. Each Gateway costs ~20 KiB of the
+/// operator's memory once rendered (BENCHMARKS.md, "The standalone source's budget").
+pub const DEFAULT_MAX_BYTES: u64 = 8 << 20;
 /// The most objects the source holds by default: a few thousand Gateways with what they use.
-pub const DEFAULT_MAX_OBJECTS: usize = 50_000;
+pub const DEFAULT_MAX_OBJECTS: usize = 20_000;
 
 /// How much the standalone source holds at most: a directory past it is refused as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
