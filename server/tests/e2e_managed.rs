@@ -778,7 +778,9 @@ stringData: {tls.crt: "not-a-cert-5521", tls.key: "tls-key-value!!"}
     };
     apply(c, config("auth")).await.unwrap();
     let served = wait_for("the Secret's credentials served", || async {
-        op.config(NS, "udp-gateway").await.filter(|s| s.auth.credentials.get("username").map(String::as_str) == Some("user name 77"))
+        op.config(NS, "udp-gateway")
+            .await
+            .filter(|s| s.auth.credentials.get("username").map(String::as_str) == Some("user name 77"))
     })
     .await;
     assert_eq!(served.auth.credentials["password"], "Hunter2 Secret");
