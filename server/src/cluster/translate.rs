@@ -11,8 +11,7 @@
 use super::ops::FIELD_MANAGER;
 use kube::runtime::watcher::Event;
 use std::collections::BTreeMap;
-use stunner_gateway::index::Change;
-use stunner_gateway::index::{Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::index::{Change, Kind, ObjRef, ObjectKey, Resource};
 
 /// What one watch event amounts to.
 #[derive(Debug, Default)]

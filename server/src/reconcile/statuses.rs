@@ -4,8 +4,7 @@
 use super::Reconciler;
 use super::publish::Publisher;
 use stunner_gateway::cds::{Condition, ObjectStatus};
-use stunner_gateway::index::Held;
-use stunner_gateway::index::{Kind, ObjRef};
+use stunner_gateway::index::{Held, Kind, ObjRef};
 
 impl Publisher<'_> {
     /// Records a status for people to read, and logs it when it changed; returns whether it did.

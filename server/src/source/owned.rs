@@ -16,8 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use stunner_gateway::index::Change;
-use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::index::{Change, Index, Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::render::{GatewayOutput, Owned};
 
 /// What the operator last applied to each owned object: the fields it owns.
