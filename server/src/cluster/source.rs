@@ -219,6 +219,9 @@ async fn follow_served(
         tracing::debug!(?kind, version = %api.version, "watching");
         let events = watcher(Api::<DynamicObject>::all_with(client.clone(), &api), watcher::Config::default());
         let mut events = std::pin::pin!(events.default_backoff());
+        // Failures in a row: a version that went fails a watch or two before discovery, asked
+        // at once, says so; only a failure that outlasts that is worth a warning.
+        let mut failures = 0u32;
         loop {
             let event = tokio::select! {
                 _ = feed.shutdown.cancelled() => return,
@@ -227,13 +230,18 @@ async fn follow_served(
             };
             match event {
                 None => return,
-                Some(Err(e)) if is_gone(&e) => {
+                Some(Err(e)) => {
                     // The version may have stopped being served: discovery decides, at once.
-                    tracing::debug!(?kind, error = %e, "watch failed; asking discovery again");
                     recheck.request();
+                    failures += 1;
+                    if failures > 2 {
+                        tracing::warn!(?kind, error = %e, "watch failed; retrying");
+                    } else {
+                        tracing::debug!(?kind, error = %e, "watch failed; asking discovery again");
+                    }
                 }
-                Some(Err(e)) => tracing::warn!(?kind, error = %e, "watch failed; retrying"),
                 Some(Ok(event)) => {
+                    failures = 0;
                     let Some(event) = decoded(kind, event) else { continue };
                     let step = tracker.handle(event);
                     if !step.changes.is_empty() && feed.tx.send(Input::Changes(step.changes)).await.is_err() {
@@ -265,19 +273,6 @@ fn decoded(kind: Kind, event: watcher::Event<DynamicObject>) -> Option<watcher::
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitDone => watcher::Event::InitDone,
     })
-}
-
-/// Whether a watch error says the resource is gone from the API server (404 Not Found, or the
-/// watch's 410 Gone that a removed version answers with).
-fn is_gone(e: &watcher::Error) -> bool {
-    let status = match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
-        watcher::Error::WatchError(s) => s.code,
-        _ => return false,
-    };
-    status == 404 || status == 410
 }
 
 /// Whether a watch failed because the API server does not know the resource (404 on the
