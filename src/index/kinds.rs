@@ -37,6 +37,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::fmt::Debug;
 
+/// The route kinds, each stored in STUNner's v1 shape, in masking order: a route hides the
+/// routes of later kinds with the same namespace and name (their clusters would share a name).
+pub const ROUTE_KINDS: [Kind; 3] = [Kind::UdpRoute, Kind::GatewayUdpRoute, Kind::GatewayTcpRoute];
+
 /// One object of the index: its kind and key (hashed as its view: see `super::lookup`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjRef {

@@ -29,14 +29,10 @@ pub use dirty::Dirty;
 pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;
 pub use key::{KeyView, ObjectKey};
-pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Wire, content_digest};
+pub use kinds::{Index, Kind, KindVisitor, ObjRef, ROUTE_KINDS, Resource, Wire, content_digest};
 pub use lookup::ObjRefView;
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
 pub use store::Store;
-
-/// The route kinds, each stored in STUNner's v1 shape, in masking order: a route hides the
-/// routes of later kinds with the same namespace and name (their clusters would share a name).
-pub const ROUTE_KINDS: [Kind; 3] = [Kind::UdpRoute, Kind::GatewayUdpRoute, Kind::GatewayTcpRoute];
 
 impl Index {
     pub fn new() -> Self {
