@@ -117,3 +117,22 @@ fn gateway_api_routes_of_either_version_are_admitted_as_their_schemas_allow() {
     assert_eq!(skipped.len(), 1, "v1 allows one rule: {skipped:?}");
     assert!(skipped[0].contains("rejected: TCPRoute \"r\" is invalid"), "{}", skipped[0]);
 }
+
+/// A Secret whose data does not decode (not base64, not a string) fails its file with the
+/// path of the field and the type found, not the value: serde's message quotes it.
+#[test]
+fn a_secret_that_does_not_decode_is_named_without_its_value() {
+    for (data, value) in [
+        ("data: {password: not-base64-Hunter2!}", "symbol"),
+        ("stringData: {password: 987654321012}", "987654321012"),
+        ("data: {tls.key: 4242424242.5}", "4242424242"),
+    ] {
+        let text = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: stunner}}\n{data}\n");
+        let e = load(Path::new("s.yaml"), &text, Admission::Validated).unwrap_err().to_string();
+        assert!(e.starts_with("s.yaml:1: malformed Secret \"s\": "), "{e}");
+        assert!(e.contains("<redacted>") && !e.contains(value), "{e}");
+        let field = data.split(": {").collect::<Vec<_>>();
+        let key = field[1].split(':').next().unwrap();
+        assert!(e.contains(&format!("{}.{key}", field[0])), "names the field: {e}");
+    }
+}
