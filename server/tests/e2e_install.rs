@@ -179,7 +179,7 @@ async fn node_with_gateway_api(test: &str) -> Option<(Node, Client)> {
     }
     let node = Node::start(test).await?;
     let client = node.admin.clone();
-    e2e::install_gateway_api_crds(&client).await;
+    e2e::install_gateway_api(&client, e2e::GatewayApi::V14StandardWithUdpRoute).await;
     Some((node, client))
 }
 

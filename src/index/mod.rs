@@ -31,7 +31,7 @@ pub use dirty::Dirty;
 pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;
 pub use key::{KeyView, ObjectKey};
-pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Wire, content_digest};
+pub use kinds::{Index, Kind, KindVisitor, ObjRef, ROUTE_KINDS, Resource, Wire, content_digest};
 pub use lookup::ObjRefView;
 pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
 pub use store::Store;
@@ -39,6 +39,16 @@ pub use store::Store;
 impl Index {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The store of a route kind, if `kind` is one.
+    pub fn route_store(&self, kind: Kind) -> Option<&Store<crate::resources::UdpRoute>> {
+        match kind {
+            Kind::UdpRoute => Some(self.udp_routes()),
+            Kind::GatewayUdpRoute => Some(self.gateway_udp_routes()),
+            Kind::GatewayTcpRoute => Some(self.gateway_tcp_routes()),
+            _ => None,
+        }
     }
 
     /// Adds or replaces an object; returns what must be re-rendered.
@@ -75,8 +85,10 @@ impl Index {
         }
         Dirty {
             gateways: self.gateways().keys().cloned().collect(),
-            routes: routes(Kind::UdpRoute, self.udp_routes())
-                .chain(routes(Kind::GatewayUdpRoute, self.gateway_udp_routes()))
+            routes: ROUTE_KINDS
+                .into_iter()
+                .filter_map(|kind| Some(routes(kind, self.route_store(kind)?)))
+                .flatten()
                 .collect(),
             classes: self.gateway_classes().keys().map(|k| k.name.to_string()).collect(),
         }

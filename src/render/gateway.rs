@@ -44,7 +44,7 @@ pub fn render<'a>(
             gw.spec
                 .listeners
                 .iter()
-                .any(|l| r.route.spec.parent_refs.iter().any(|p| accepts(index, gw, l, r.namespace(), p)))
+                .any(|l| r.route.spec.parent_refs.iter().any(|p| accepts(index, gw, l, r.kind, r.namespace(), p)))
         })
         .collect();
     let conflicts = listener::conflicts(&gw.spec.listeners);

@@ -107,7 +107,7 @@ pub struct RenderOutput {
     pub gateways: BTreeMap<ObjectKey, GatewayOutput>,
     /// Legacy mode: the `stunnerd-config` ConfigMap of each GatewayConfig.
     pub config_maps: BTreeMap<ObjectKey, Owned<ConfigMap>>,
-    /// New statuses of routes (`Kind::UdpRoute` or `Kind::GatewayUdpRoute`).
+    /// New statuses of routes (of the kinds of `index::ROUTE_KINDS`).
     pub routes: BTreeMap<ObjRef, UdpRouteStatus>,
     /// New statuses of GatewayClasses, by name.
     pub classes: BTreeMap<String, GatewayClassStatus>,
@@ -372,7 +372,7 @@ fn route_status<'a>(
     if !controlled {
         return None;
     }
-    let masked = attach::is_masked(index, r);
+    let masked = attach::masked_by(index, r);
     let error = match cluster_errors.remove(&r) {
         Some(error) => error,
         None => cluster::render(index, &route, settings).error,

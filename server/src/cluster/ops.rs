@@ -18,6 +18,7 @@ pub enum WriteKind {
     Gateway,
     UdpRoute,
     GatewayUdpRoute,
+    GatewayTcpRoute,
     Service,
     ConfigMap,
     Deployment,
@@ -25,11 +26,12 @@ pub enum WriteKind {
 }
 
 impl WriteKind {
-    pub const ALL: [WriteKind; 8] = [
+    pub const ALL: [WriteKind; 9] = [
         WriteKind::GatewayClass,
         WriteKind::Gateway,
         WriteKind::UdpRoute,
         WriteKind::GatewayUdpRoute,
+        WriteKind::GatewayTcpRoute,
         WriteKind::Service,
         WriteKind::ConfigMap,
         WriteKind::Deployment,
@@ -44,6 +46,7 @@ impl WriteKind {
             WriteKind::Gateway => Kind::Gateway,
             WriteKind::UdpRoute => Kind::UdpRoute,
             WriteKind::GatewayUdpRoute => Kind::GatewayUdpRoute,
+            WriteKind::GatewayTcpRoute => Kind::GatewayTcpRoute,
             WriteKind::Service => Kind::Service,
             WriteKind::Deployment => Kind::Deployment,
             WriteKind::DaemonSet => Kind::DaemonSet,
@@ -123,9 +126,9 @@ pub fn class_op(name: &str, status: &GatewayClassStatus) -> (Target, Op) {
     status_op(WriteKind::GatewayClass, &ObjectKey::cluster(name), status)
 }
 
-/// A route's status write (either flavour).
+/// A route's status write (any route kind: each is a written kind).
 pub fn route_op(r: &ObjRef, status: &UdpRouteStatus) -> (Target, Op) {
-    let kind = if r.kind == Kind::GatewayUdpRoute { WriteKind::GatewayUdpRoute } else { WriteKind::UdpRoute };
+    let kind = WriteKind::of(r.kind).unwrap_or(WriteKind::UdpRoute);
     status_op(kind, &r.key, status)
 }
 
