@@ -24,7 +24,7 @@ mod store;
 pub use controller::Controller;
 pub use convert::convert_gateway_udp_route;
 pub use decode::decode_value;
-pub use deployment_record::DeploymentRecord;
+pub use deployment_record::{DeploymentRecord, config_origin};
 pub use dirty::Dirty;
 pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;
