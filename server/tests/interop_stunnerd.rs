@@ -724,3 +724,109 @@ async fn turn_clients_relay_with_credentials_from_the_credential_api() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// `gatewayclass_yaml` with `line` added to the GatewayConfig's spec.
+fn gatewayclass_with(auth: &Auth, line: &str) -> String {
+    let realm = "  realm: stunner.l7mp.io\n";
+    gatewayclass_yaml(auth).replace(realm, &format!("{realm}  {line}\n"))
+}
+
+/// `userQuota` reaches stunnerd as `admin.user_quota`, which v1.2.1 takes (its admin status
+/// says `quota=2`) but does not enforce: the open stunnerd's quota handler is a stub that
+/// admits every allocation (stunner `handlers.go`, `newQuotaHandlerStub`; at upstream's head
+/// `internal/quota`), so a third simultaneous allocation of one user is relayed too. Should a
+/// stunnerd that enforces it come in, this test fails at the third allocation, which it then
+/// refuses with 486, and docs/compatibility.md must say so.
+#[tokio::test]
+async fn stunnerd_takes_the_user_quota_but_the_open_build_does_not_enforce_it() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let udp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("quota", &auth, &[("udp-listener", "UDP", udp)], None);
+    rewrite(&dir, "gatewayclass.yaml", &gatewayclass_with(&auth, "userQuota: 2"));
+    let backend = echo_backend().await;
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+    sd.wait_for_log("quota=2", 1).await;
+
+    // Two allocations of user-1 held (each probe relays a datagram every 50 ms for 12 s, and
+    // holds its allocation until done), then a third of the same user.
+    let probe = Probe::new("udp", udp).user("user-1", "pass-1");
+    let holding = probe.clone().arg("--count=240").arg("--timeout=40s");
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            tokio::spawn({
+                let p = holding.clone();
+                async move { p.run(backend).await }
+            })
+        })
+        .collect();
+    // v1.2.1 logs no allocation at INFO; a probe allocates within a second on loopback.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let third = probe.run(backend).await;
+    let third_done = Instant::now();
+    for h in held {
+        let v = h.await.unwrap();
+        assert!(v.ok, "a held allocation: {v:?}");
+    }
+    assert!(third_done.elapsed() > Duration::from_secs(3), "the first two were still held during the third");
+    assert!(third.ok && third.received > 0, "v1.2.1 relays the third allocation too: {third:?}\n{}", tail(&sd.log));
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A STUN Binding request (RFC 5389: type 0x0001, no attributes) with `tid`.
+fn binding_request(tid: [u8; 12]) -> Vec<u8> {
+    let mut m = vec![0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
+    m.extend_from_slice(&tid);
+    m
+}
+
+/// `stunMode` renders `auth.type: none`: stunnerd then answers STUN binding requests and
+/// refuses every TURN allocation with an error response (pion/turn's "STUN only mode": 401
+/// without credentials, 400 with them), whatever credentials the client brings.
+#[tokio::test]
+async fn stun_mode_serves_binding_requests_and_refuses_allocations() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let udp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("stun-mode", &auth, &[("udp-listener", "UDP", udp)], None);
+    rewrite(&dir, "gatewayclass.yaml", &gatewayclass_with(&auth, "stunMode: true"));
+    let backend = echo_backend().await;
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let tid = *b"stun-mode-01";
+    let mut answer = None;
+    for _ in 0..10 {
+        sock.send_to(&binding_request(tid), ("127.0.0.1", udp)).await.unwrap();
+        let mut buf = [0u8; 512];
+        if let Ok(Ok((n, _))) = tokio::time::timeout(Duration::from_millis(500), sock.recv_from(&mut buf)).await {
+            answer = Some(buf[..n].to_vec());
+            break;
+        }
+    }
+    let answer = answer.unwrap_or_else(|| panic!("no answer to a binding request:\n{}", tail(&sd.log)));
+    assert_eq!(&answer[..2], &[0x01, 0x01], "a Binding Success Response");
+    assert_eq!(&answer[8..20], &tid, "to our request");
+    // XOR-MAPPED-ADDRESS (0x0020) names our port.
+    let port = sock.local_addr().unwrap().port() ^ 0x2112;
+    assert!(answer[20..].windows(2).any(|w| w == port.to_be_bytes()), "our mapped address in {answer:?}");
+
+    let probe = Probe::new("udp", udp).user("user-1", "pass-1");
+    probe.refused("an allocation in STUN mode", &sd, backend, ALLOCATE).await;
+    sd.assert_running();
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
