@@ -136,10 +136,16 @@ struct Stunnerd {
 
 impl Stunnerd {
     async fn start(cds: &str) -> Stunnerd {
+        Stunnerd::start_with_env(cds, &[]).await
+    }
+
+    /// [`Stunnerd::start`] with `env` set as well (a pod's `STUNNER_NODENAME`, say).
+    async fn start_with_env(cds: &str, env: &[(&str, &str)]) -> Stunnerd {
         wait_until_health_port_is_free().await;
         let mut child = Command::new(interop_bin("stunnerd"))
             .args(["-w", "--id", GATEWAY_ID, "-c", &format!("http://{cds}")])
             .env("STUNNER_ADDR", "127.0.0.1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -389,6 +395,7 @@ struct Verdict {
 #[derive(Clone)]
 struct Probe {
     transport: &'static str,
+    host: &'static str,
     port: u16,
     creds: Vec<String>,
     extra: Vec<String>,
@@ -396,7 +403,11 @@ struct Probe {
 
 impl Probe {
     fn new(transport: &'static str, port: u16) -> Probe {
-        Probe { transport, port, creds: vec![], extra: vec![] }
+        Probe { transport, host: "127.0.0.1", port, creds: vec![], extra: vec![] }
+    }
+    fn host(mut self, host: &'static str) -> Probe {
+        self.host = host;
+        self
     }
     fn user(mut self, user: &str, password: &str) -> Probe {
         self.creds = vec!["--user".into(), user.into(), "--password".into(), password.into()];
@@ -414,7 +425,7 @@ impl Probe {
     /// One run of turnprobe against `peer`.
     async fn run(&self, peer: SocketAddr) -> Verdict {
         let out = Command::new(interop_bin("turnprobe"))
-            .args(["--server", &format!("127.0.0.1:{}", self.port), "--transport", self.transport])
+            .args(["--server", &format!("{}:{}", self.host, self.port), "--transport", self.transport])
             .args(["--peer", &peer.to_string(), "--count", "5", "--timeout", "20s"])
             .args(&self.creds)
             .args(&self.extra)
@@ -826,6 +837,56 @@ async fn stun_mode_serves_binding_requests_and_refuses_allocations() {
     let probe = Probe::new("udp", udp).user("user-1", "pass-1");
     probe.refused("an allocation in STUN mode", &sd, backend, ALLOCATE).await;
     sd.assert_running();
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Relay address discovery in standalone mode: the manifests' Node has an external address
+/// (127.0.0.2 here, a loopback address that stands for a public one), the Gateway asks for
+/// discovery, and stunnerd, started as on that node (`STUNNER_NODENAME`, which stunnerd sends
+/// as `?node=`), gets that address as its listener's relay address: a TURN client reaching it
+/// there is relayed from it. The CDS answers `?node=` the same way to anyone (`stunnerctl
+/// config --node`), and a node it does not know gets `$STUNNER_ADDR`.
+#[tokio::test]
+async fn stunnerd_relays_from_its_nodes_address_with_relay_address_discovery() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let udp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("relay-discovery", &auth, &[("udp-listener", "UDP", udp)], None);
+    let annotations = "  annotations:\n";
+    let gateway = gateway_yaml(&[("udp-listener", "UDP", udp)])
+        .replace(annotations, &format!("{annotations}    stunner.l7mp.io/enable-relay-address-discovery: \"true\"\n"));
+    rewrite(&dir, "gateway.yaml", &gateway);
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n\
+                status: {addresses: [{type: InternalIP, address: 10.0.0.1}, {type: ExternalIP, address: 127.0.0.2}]}\n";
+    std::fs::write(dir.join("node.yaml"), node).unwrap();
+    let backend = echo_backend().await;
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+
+    let config = |node: &'static str| {
+        let addr = daemon.addr.clone();
+        async move {
+            let (code, body) = http_get(&addr, &format!("/api/v1/configs/{GATEWAY_ID}?node={node}")).await;
+            assert_eq!(code, 200, "{body}");
+            let c: serde_json::Value = serde_json::from_str(&body).unwrap();
+            c["listeners"][0]["address"].as_str().unwrap().to_string()
+        }
+    };
+    assert_eq!(config("node-1").await, "127.0.0.2");
+    assert_eq!(config("elsewhere").await, "$STUNNER_ADDR");
+
+    let mut sd = Stunnerd::start_with_env(&daemon.addr, &[("STUNNER_NODENAME", "node-1")]).await;
+    sd.wait_ready().await;
+    let v = Probe::new("udp", udp)
+        .host("127.0.0.2")
+        .user("user-1", "pass-1")
+        .relays("relayed from the node's address", &sd, backend)
+        .await;
+    assert!(v.relay.starts_with("127.0.0.2:"), "relayed from {}", v.relay);
     sd.stop().await;
     daemon.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();

@@ -18,6 +18,7 @@ mod gateway;
 mod legacy;
 mod listener;
 mod owner;
+mod relay;
 mod service;
 mod settings;
 mod status;

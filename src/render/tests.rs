@@ -593,3 +593,44 @@ fn render_each_hands_on_each_dirty_gateway_once_and_keeps_the_rest() {
         }
     }
 }
+
+/// A Node that comes, goes, or gains or loses its external address re-renders the Gateways
+/// with relay address discovery (their condition names nodes without one), and no other; a
+/// Node change that keeps its address re-renders none of them.
+#[test]
+fn node_address_changes_re_render_the_gateways_that_discover_relay_addresses() {
+    let annotated = BASE.replacen(
+        "metadata: {name: gw, namespace: ns}",
+        "metadata: {name: gw, namespace: ns, annotations: {stunner.l7mp.io/enable-relay-address-discovery: \"true\"}}",
+        1,
+    );
+    let mut index = index_of(&annotated);
+    let node = |addresses: &str| {
+        let text = format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n1, labels: {{l: x}}}}\nstatus: {{addresses: {addresses}}}\n"
+        );
+        load(Path::new("node.yaml"), &text, Admission::Validated).unwrap().into_resources().next().unwrap()
+    };
+    let dirty_gateways = |d: Dirty| d.gateways.iter().map(ToString::to_string).collect::<Vec<_>>();
+    // A node without an external address: only the Gateway that discovers relay addresses.
+    assert_eq!(dirty_gateways(index.apply(node("[{type: InternalIP, address: 10.0.0.1}]"))), ["ns/gw"]);
+    let condition = |index: &Index| {
+        let out = render_all(index, &RenderSettings::default(), &now());
+        let status = out.gateways[&ObjectKey::new("ns", "gw")].status.clone().unwrap();
+        let c = status.conditions.unwrap().into_iter().find(|c| c.type_ == "RelayAddressDiscovered").unwrap();
+        (c.status, c.message)
+    };
+    let (status, message) = condition(&index);
+    assert_eq!(status, "False");
+    assert!(message.contains("n1"), "{message}");
+    let dirty = index.apply(node("[{type: InternalIP, address: 10.0.0.1}, {type: ExternalIP, address: 192.0.2.1}]"));
+    assert_eq!(dirty_gateways(dirty), ["ns/gw", "ns/gw-2"], "the first node address changed too");
+    assert_eq!(condition(&index).0, "True");
+    let same = index.apply(node("[{type: InternalIP, address: 10.0.0.2}, {type: ExternalIP, address: 192.0.2.1}]"));
+    assert_eq!(dirty_gateways(same), Vec::<String>::new());
+    assert_eq!(dirty_gateways(index.delete(Kind::Node, "", "n1")), ["ns/gw", "ns/gw-2"]);
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    let listeners = &config(&out, "gw").listeners;
+    assert!(listeners.iter().all(|l| l.addr == crate::config::NODE_ADDRESS_PLACEHOLDER), "{listeners:?}");
+    assert!(config(&out, "gw-2").listeners.iter().all(|l| l.addr == "$STUNNER_ADDR"));
+}
