@@ -4,6 +4,7 @@ pub mod cds;
 pub mod cli;
 pub mod cluster;
 #[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod listener;
 pub mod logs;

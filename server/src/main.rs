@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use stunner_gateway::index::Input;
 use stunner_gateway::render::RenderSettings;
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
@@ -17,10 +18,10 @@ use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
-use stunner_gateway_operator::pipeline::{Input, Outputs};
+use stunner_gateway_operator::pipeline::Outputs;
 use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::Reconciler;
-use stunner_gateway_operator::source::{files::FileSource, run};
+use stunner_gateway_operator::source::{files::FileSource, manifests::Budget, run};
 use stunner_gateway_operator::status::StatusBoard;
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
@@ -51,7 +52,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // The source first: an unreadable directory or an unreachable API server is a start-up error.
     let mode = match &args.standalone {
         Some(dir) => Mode::Standalone(
-            FileSource::new(dir).with_context(|| format!("cannot read --standalone directory {}", dir.display()))?,
+            FileSource::new(dir)
+                .with_context(|| format!("cannot read --standalone directory {}", dir.display()))?
+                .with_budget(Budget { max_bytes: args.standalone_max_bytes, max_objects: args.standalone_max_objects }),
         ),
         None => Mode::Cluster(cluster::connect().await?, Writer::new(operator_metrics.clone())),
     };

@@ -96,6 +96,9 @@ pub struct OperatorMetrics {
     pub reconcile_time: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<ControllerLabels, Counter>,
     pub active_workers: Family<ControllerLabels, Gauge>,
+    /// Objects of the standalone manifests held at their last valid version (not upstream's:
+    /// upstream has no standalone mode).
+    pub held_objects: Gauge,
 }
 
 fn duration_histogram() -> Histogram {
@@ -123,6 +126,7 @@ impl Default for OperatorMetrics {
             reconcile_time: Family::new_with_constructor(duration_histogram),
             reconcile_errors: Family::default(),
             active_workers: Family::default(),
+            held_objects: Gauge::default(),
         }
     }
 }
@@ -194,6 +198,11 @@ impl OperatorMetrics {
             "Unix time the updater last ran",
             self.updater_loop_last_active.clone(),
         );
+        op.register(
+            "held_objects",
+            "Objects of the standalone manifests held at their last valid version after an invalid edit",
+            self.held_objects.clone(),
+        );
         let cr = registry.sub_registry_with_prefix("controller_runtime");
         cr.register("reconcile", "Total number of reconciliations per controller", self.reconcile_total.clone());
         cr.register(
@@ -253,6 +262,7 @@ mod tests {
             "stunner_gateway_operator_reconcile_events_total{result=\"throttled\"} 1",
             "stunner_gateway_operator_generation 0",
             "stunner_gateway_operator_generation_last_acked -1",
+            "stunner_gateway_operator_held_objects 0",
             "# TYPE stunner_gateway_operator_operator_loop_last_active_timestamp_seconds gauge",
             "controller_runtime_reconcile_total{controller=\"gateway\",result=\"success\"} 1",
         ] {

@@ -23,12 +23,13 @@ mod statuses;
 mod tests;
 
 use crate::metrics::{Controller, ReconcileLabels, ReconcileResult, unix_now};
-use crate::pipeline::{Change, Input, Outputs};
+use crate::pipeline::Outputs;
 use crate::source::owned::OwnedObjects;
 use coalesce::Coalescer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use service_wait::{SERVICE_WAIT, ServiceWait};
 use std::time::Duration;
+use stunner_gateway::index::{Change, Input};
 use stunner_gateway::index::{Dirty, Index};
 use stunner_gateway::render::RenderSettings;
 use tokio::sync::mpsc;
@@ -115,6 +116,10 @@ impl Reconciler {
     /// Applies one input and, when it opens a window, fixes the time of the render that covers
     /// it (later inputs never move that time).
     fn take(&mut self, input: Input) {
+        let input = match input {
+            Input::Held(held) => return self.show_held(&held),
+            other => other,
+        };
         let pending = self.render_at.is_some();
         self.count(if pending { ReconcileResult::throttled } else { ReconcileResult::passed });
         let synced_now = matches!(input, Input::Synced);
@@ -144,6 +149,7 @@ impl Reconciler {
 
     fn absorb(&mut self, input: Input) {
         match input {
+            Input::Held(held) => self.show_held(&held),
             Input::Synced => {
                 self.synced = true;
                 self.dirty.merge(self.index.everything());
