@@ -707,7 +707,7 @@ fn rbac_is_least_privilege() {
     let cluster = grants(find(&objs, "ClusterRole", OPERATOR));
     for ((group, resource), verbs) in &cluster {
         assert!(group != "*" && resource != "*" && !verbs.contains("*"), "wildcard on {group}/{resource}");
-        let applied = matches!(resource.as_str(), "services" | "configmaps" | "deployments");
+        let applied = matches!(resource.as_str(), "services" | "configmaps" | "deployments" | "daemonsets");
         let review = matches!(resource.as_str(), "tokenreviews" | "subjectaccessreviews");
         assert!(!verbs.contains("create") || applied || review, "create {group}/{resource}: only the applied kinds");
         assert!(!review || verbs == &BTreeSet::from(["create".to_string()]), "reviews are create-only");

@@ -73,7 +73,9 @@ fn to_value(out: &RenderOutput) -> Value {
             ("status", g.status.as_ref().map(|s| serde_json::to_value(s).unwrap())),
             ("service", owned(&g.service)),
             ("deployment", owned(&g.deployment)),
-            ("deleteDaemonSet", g.delete_daemon_set.then_some(json!(true))),
+            // A DaemonSet's delete as the flag it was before DaemonSets were rendered.
+            ("deleteDaemonSet", (g.daemon_set == Owned::Delete).then_some(json!(true))),
+            ("daemonSet", owned(&g.daemon_set).filter(|_| g.daemon_set != Owned::Delete)),
         ];
         m.extend(fields.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?))));
         gateways.insert(key.to_string(), Value::Object(m));

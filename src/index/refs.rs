@@ -5,8 +5,8 @@
 //! the routes whose status may change and the GatewayClasses whose status may change.
 
 use super::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, ROUTE_KINDS, Resource};
-use crate::keys::RELATED_GATEWAY_NAME;
-use crate::resources::{BackendRef, GROUP, GatewayClass, ParentReference, UdpRoute};
+use crate::keys::{ENABLE_RELAY_ADDRESS_DISCOVERY, RELATED_GATEWAY_NAME};
+use crate::resources::{BackendRef, GROUP, Gateway, GatewayClass, ParentReference, UdpRoute};
 use k8s_openapi::api::core::v1::Node;
 
 /// The Gateway API group, the default group of a parentRef.
@@ -42,6 +42,13 @@ pub fn node_external_address(node: &Node) -> Option<&str> {
     let addresses = node.status.as_ref()?.addresses.as_deref()?;
     let of_type = |t: &str| addresses.iter().find(|a| a.type_ == t && !a.address.is_empty());
     of_type("ExternalIP").or_else(|| of_type("ExternalDNS")).map(|a| a.address.as_str())
+}
+
+/// Whether a Gateway asks for relay address discovery (`render::relay`), for which every
+/// Node's external address matters.
+pub fn relay_discovery_enabled(gw: &Gateway) -> bool {
+    let annotations = gw.metadata.annotations.as_ref();
+    annotations.and_then(|a| a.get(ENABLE_RELAY_ADDRESS_DISCOVERY)).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 fn namespace_of(r: &Resource) -> &str {

@@ -137,8 +137,8 @@ pub fn config_map_op(key: &ObjectKey, config_map: &Owned<ConfigMap>) -> Option<(
     owned_op(WriteKind::ConfigMap, key, config_map)
 }
 
-/// The writes one Gateway's outcome asks for: its status, Service, Deployment and the
-/// DaemonSet it replaces.
+/// The writes one Gateway's outcome asks for: its status, Service and dataplane (a Deployment
+/// or a DaemonSet, and the delete of the other kind).
 pub fn gateway_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
     let mut ops = Vec::new();
     if let Some(status) = &gw.status {
@@ -146,9 +146,7 @@ pub fn gateway_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
     }
     ops.extend(owned_op(WriteKind::Service, key, &gw.service));
     ops.extend(owned_op(WriteKind::Deployment, key, &gw.deployment));
-    if gw.delete_daemon_set {
-        ops.push((spec_target(WriteKind::DaemonSet, key), Op::Delete));
-    }
+    ops.extend(owned_op(WriteKind::DaemonSet, key, &gw.daemon_set));
     ops
 }
 
@@ -206,7 +204,7 @@ mod tests {
                 status: Some(Default::default()),
                 service: Owned::Apply(svc),
                 deployment: Owned::Delete,
-                delete_daemon_set: true,
+                daemon_set: Owned::Delete,
                 invalid_config: None,
             },
         );

@@ -377,7 +377,7 @@ mod tests {
                     status: None,
                     service: Owned::Apply(svc),
                     deployment: Owned::Keep,
-                    delete_daemon_set: false,
+                    daemon_set: Owned::Keep,
                     invalid_config: None,
                 },
             );
