@@ -8,8 +8,10 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use stunner_gateway::cds::{ObjectStatus, StatusList};
+use tokio::sync::watch;
 
 /// API group, kind, namespace and name: a `stunner.l7mp.io` and a `gateway.networking.k8s.io`
 /// UDPRoute of the same name are two objects.
@@ -25,9 +27,17 @@ fn key(api_version: &str, kind: &str, namespace: &str, name: &str) -> Key {
 }
 
 /// Latest status per object.
-#[derive(Default)]
 pub struct StatusBoard {
     statuses: RwLock<BTreeMap<Key, Stored>>,
+    /// Counts changes and announces each, for the console's live updates.
+    generation: AtomicU64,
+    changed: watch::Sender<()>,
+}
+
+impl Default for StatusBoard {
+    fn default() -> Self {
+        StatusBoard { statuses: RwLock::default(), generation: AtomicU64::new(0), changed: watch::Sender::new(()) }
+    }
 }
 
 /// An object's status as JSON text, parsed again only when someone reads the board: as a
@@ -50,12 +60,32 @@ impl StatusBoard {
             return false;
         }
         map.insert(key, stored);
+        drop(map);
+        self.announce();
         true
+    }
+
+    fn announce(&self) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.changed.send_replace(());
+    }
+
+    /// How many times the board changed: equal numbers, equal boards.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// A receiver that changes whenever a status does.
+    pub fn subscribe(&self) -> watch::Receiver<()> {
+        self.changed.subscribe()
     }
 
     /// Forgets the status of an object that is gone.
     pub fn remove(&self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        self.statuses.write().expect("status lock").remove(&key(api_version, kind, namespace, name));
+        let removed = self.statuses.write().expect("status lock").remove(&key(api_version, kind, namespace, name));
+        if removed.is_some() {
+            self.announce();
+        }
     }
 
     pub fn list(&self) -> StatusList {
@@ -109,8 +139,12 @@ mod tests {
         assert!(b.set(status("Gateway", "a", true)));
         let names: Vec<_> = b.list().items.iter().map(|s| format!("{}/{}", s.kind, s.name)).collect();
         assert_eq!(names, ["Gateway/a", "Gateway/b", "GatewayClass/a"]);
+        let before = b.generation();
         b.remove(GATEWAY_API, "Gateway", "ns", "b");
         assert_eq!(b.list().items.len(), 2);
+        assert_eq!(b.generation(), before + 1, "a removal is a change");
+        b.remove(GATEWAY_API, "Gateway", "ns", "b");
+        assert_eq!(b.generation(), before + 1, "removing nothing is none");
     }
 
     #[test]
