@@ -85,12 +85,15 @@ pub fn draw(html: &mut Html, title: &str, h: &Histogram) {
     for (i, &(le, n)) in bars.iter().enumerate() {
         let height = HEIGHT * n as f64 / tallest;
         let x = format!("{:.1}", i as f64 * width + 1.0);
-        html.open("rect", &[
-            ("x", &x),
-            ("y", &format!("{:.1}", HEIGHT - height)),
-            ("width", &format!("{:.1}", (width - 2.0).max(1.0))),
-            ("height", &format!("{height:.1}")),
-        ]);
+        html.open(
+            "rect",
+            &[
+                ("x", &x),
+                ("y", &format!("{:.1}", HEIGHT - height)),
+                ("width", &format!("{:.1}", (width - 2.0).max(1.0))),
+                ("height", &format!("{height:.1}")),
+            ],
+        );
         html.element("title", &[], &format!("≤ {} s: {n}", bound(le))).close("rect");
         if i % 2 == 0 {
             html.element("text", &[("x", &x), ("y", &format!("{}", HEIGHT + 12.0))], &bound(le));

@@ -15,7 +15,7 @@ pub mod mask;
 pub mod pages;
 pub mod view;
 
-use crate::cds::api::{self, CdsState, Caller};
+use crate::cds::api::{self, Caller, CdsState};
 use crate::cds::serve::ExtraRoutes;
 use crate::cds::store::Scope;
 use crate::status::StatusBoard;

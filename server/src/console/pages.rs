@@ -27,7 +27,8 @@ fn page(title: &str, section: Section, main: Html) -> String {
     h.close("head").open("body", &[]);
     h.open("header", &[]).element("span", &[("class", "brand")], "STUNner gateway operator");
     h.open("nav", &[]);
-    for (target, href, label) in [(Section::Overview, "/ui/", "Overview"), (Section::Clients, "/ui/clients", "Clients")] {
+    for (target, href, label) in [(Section::Overview, "/ui/", "Overview"), (Section::Clients, "/ui/clients", "Clients")]
+    {
         let class = if target == section { "current" } else { "" };
         h.element("a", &[("href", href), ("class", class)], label);
     }
@@ -170,7 +171,8 @@ fn listeners(h: &mut Html, config: &stunner_gateway::config::StunnerConfig) {
     for l in &config.listeners {
         h.open("tr", &[]).element("td", &[], &l.name).element("td", &[], &l.protocol);
         h.element("td", &[], &format!("{}:{}", l.addr, l.port));
-        let public = if l.public_addr.is_empty() { "—".into() } else { format!("{}:{}", l.public_addr, l.public_port) };
+        let public =
+            if l.public_addr.is_empty() { "—".into() } else { format!("{}:{}", l.public_addr, l.public_port) };
         h.element("td", &[], &public).element("td", &[], &l.routes.join(", ")).close("tr");
     }
     h.close("tbody").close("table");
@@ -273,7 +275,8 @@ pub fn clients(clients: &proto::ListClientsResponse) -> String {
     let mut h = Html::new();
     h.element("h1", &[], &format!("Clients ({})", clients.clients.len()));
     h.open("table", &[("class", "clients")]).open("thead", &[]).open("tr", &[]);
-    for column in ["Client", "Transport", "Address", "Node", "Identity", "Scope", "Connected", "Configs (sent / acked)"] {
+    for column in ["Client", "Transport", "Address", "Node", "Identity", "Scope", "Connected", "Configs (sent / acked)"]
+    {
         h.element("th", &[], column);
     }
     h.close("tr").close("thead").open("tbody", &[]);

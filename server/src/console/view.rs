@@ -19,7 +19,10 @@ pub struct State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Programmed {
     Yes,
-    No { reason: String, message: String },
+    No {
+        reason: String,
+        message: String,
+    },
     /// No status (yet): the operator has not rendered it, or it is not ours.
     Unknown,
 }
