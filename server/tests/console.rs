@@ -148,3 +148,79 @@ async fn pages_read_as_plain_html() {
     let (status, js) = http_get(&d.addr, "/ui/assets/console.js").await;
     assert!(status == 200 && js.contains("EventSource"));
 }
+
+/// The console in-process behind `--cds-authorization=pod`: it lets in whom the config lists
+/// let in (loopback, i.e. `kubectl port-forward`), refuses a dataplane pod and a stranger on
+/// every page, the event stream and `?reveal=1`, and bounds its open event streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_take_the_config_lists_authorization_and_bound_event_streams() {
+    use std::net::{IpAddr, SocketAddr};
+    use std::sync::Arc;
+    use stunner_gateway::cds::ConfigId;
+    use stunner_gateway_operator::cds::authz::{Authorizer, DataplaneIndex, DataplanePod, Mode};
+    use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
+    use stunner_gateway_operator::console::{Console, events};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const POD: &str = "127.0.0.2";
+    const STRANGER: &str = "127.0.0.3";
+    let index = Arc::new(DataplaneIndex::default());
+    index.apply(DataplanePod {
+        namespace: "ns".into(),
+        name: "gw-1".into(),
+        gateway: ConfigId::new("ns", "gw"),
+        host_network: false,
+        node: "node-1".into(),
+        ips: vec![POD.parse().unwrap()],
+    });
+    let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+    let mut config = stunner_gateway::config::StunnerConfig::zero("ns/gw");
+    config.auth.credentials.insert("password".into(), "secret-pass".into());
+    store.upsert(config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let settings = ServerSettings {
+        authorizer: Arc::new(Authorizer::new(Mode::Pod, index, Vec::new())),
+        max_connections: 64,
+        ..Default::default()
+    };
+    let console = Console { statuses: Default::default(), registry: Default::default() };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(serve(listener, store, settings, console, shutdown.clone()));
+
+    // The status code of a GET from `source`, read off the first line only (event streams
+    // do not end).
+    let get_from = async |source: &str, path: &str| -> (u16, tokio::net::TcpStream) {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::new(source.parse::<IpAddr>().unwrap(), 0)).unwrap();
+        let mut stream = socket.connect(addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        stream.write_all(req.as_bytes()).await.unwrap();
+        let mut head = vec![0u8; 12];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head)).await.unwrap().unwrap();
+        (String::from_utf8_lossy(&head[9..12]).parse().unwrap(), stream)
+    };
+    let page = "/ui/gateways/ns/gw";
+    for path in ["/ui/", "/ui/clients", page, "/ui/gateways/ns/gw?reveal=1", "/ui/events"] {
+        assert_eq!(get_from(STRANGER, path).await.0, 403, "a stranger on {path}");
+        assert_eq!(get_from(POD, path).await.0, 403, "a dataplane pod on {path}");
+    }
+    assert_eq!(get_from("127.0.0.1", page).await.0, 200, "loopback: port-forward");
+    let (_, body) = http_get(&addr.to_string(), page).await;
+    assert!(body.contains("ns/gw") && !body.contains("secret-pass"), "masked: {body}");
+    let (_, body) = http_get(&addr.to_string(), "/ui/gateways/ns/gw?reveal=1").await;
+    assert!(body.contains("secret-pass"), "revealed when asked for");
+
+    let mut open = Vec::new();
+    for _ in 0..events::MAX_STREAMS {
+        let (status, stream) = get_from("127.0.0.1", "/ui/events").await;
+        assert_eq!(status, 200);
+        open.push(stream);
+    }
+    assert_eq!(get_from("127.0.0.1", "/ui/events").await.0, 503, "one stream over the bound");
+    open.pop();
+    // The permit is given back once the server notices the closed connection.
+    eventually("a stream's permit is given back", LIMIT, async || get_from("127.0.0.1", "/ui/events").await.0 == 200)
+        .await;
+    shutdown.cancel();
+}
