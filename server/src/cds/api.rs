@@ -118,6 +118,7 @@ impl Caller {
 pub(crate) async fn authorize(state: &CdsState, scope: &Scope, caller: Caller) -> Result<Identity, Response> {
     let Caller { peer, token } = caller;
     state.authorizer.authorize(peer, token.as_deref(), scope).await.map_err(|refusal| {
+        state.store.metrics.refused(super::metrics::Api::http);
         tracing::info!(peer = ?peer, scope = %super::clients::scope_string(scope), reason = %refusal, "CDS request refused");
         let body = ApiError { code: 403, message: refusal.to_string() };
         json_response(StatusCode::FORBIDDEN, Bytes::from(json::to_vec_line(&body)))
