@@ -10,14 +10,16 @@
 //! [`stunner_gateway::cds::ClientList`]) and as the `clients` gauge.
 
 use super::metrics::{AckLabel, AckResult, CdsMetrics, Transport, TransportLabel};
-use super::store::Scope;
+use super::store::{ConfigStore, Scope};
 use super::version::Version;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::proto;
+use tokio_util::sync::CancellationToken;
 
 /// Longest client-chosen text kept (client names, rejection errors): the table must not grow
 /// with what a client sends.
@@ -217,6 +219,40 @@ impl ClientTable {
         proto::ListClientsResponse { clients: clients.iter().map(|(_, c)| c.to_proto()).collect() }
     }
 
+    /// How many clients of each transport hold a config in a version other than the store's
+    /// current one: a WebSocket client by what it was last sent (it never acknowledges), a
+    /// gRPC client by what it last applied. Deleted configs count for no one.
+    pub fn stale(&self, store: &ConfigStore) -> BTreeMap<Transport, usize> {
+        let clients: Vec<Arc<Client>> = self.clients.read().expect("client table lock").values().cloned().collect();
+        let mut stale = BTreeMap::new();
+        for client in clients {
+            let behind = client.configs.sent().into_iter().any(|(id, state)| {
+                let held = match client.info.transport {
+                    Transport::Websocket => state.sent,
+                    Transport::Grpc => state.acked,
+                };
+                store.get(&id).is_some_and(|current| held != Some(current.version))
+            });
+            *stale.entry(client.info.transport).or_insert(0) += usize::from(behind);
+        }
+        stale
+    }
+
+    /// Sets the `stale_clients` gauge from [`Self::stale`] every `every` until `shutdown`.
+    pub async fn sample_stale(self: Arc<Self>, store: Arc<ConfigStore>, every: Duration, shutdown: CancellationToken) {
+        loop {
+            let stale = self.stale(&store);
+            for transport in [Transport::Websocket, Transport::Grpc] {
+                let count = stale.get(&transport).copied().unwrap_or(0);
+                self.metrics.stale_clients.get_or_create(&TransportLabel { transport }).set(count as i64);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
     /// Clients of `transport` connected now.
     pub fn count(&self, transport: Transport) -> usize {
         self.clients.read().expect("client table lock").values().filter(|c| c.info.transport == transport).count()
@@ -285,6 +321,33 @@ mod tests {
         assert_eq!(metrics.clients.get_or_create(&super::super::metrics::GRPC).get(), 0);
         drop(b);
         assert!(table.list().clients.is_empty());
+    }
+
+    #[test]
+    fn stale_clients_are_those_behind_the_store() {
+        let store = ConfigStore::new(CdsMetrics::default());
+        let mut config = stunner_gateway::config::StunnerConfig::zero("ns/a");
+        let v1 = store.upsert(config.clone()).unwrap();
+        let id = ConfigId::new("ns", "a");
+        let table = Arc::new(ClientTable::new(CdsMetrics::default()));
+        let scope = Scope::Config(id.clone());
+        let ws = table.register(ClientInfo { scope: scope.clone(), ..info(Transport::Websocket, 1) });
+        let grpc = table.register(ClientInfo { scope, ..info(Transport::Grpc, 2) });
+        ws.sent(&id, v1);
+        grpc.sent(&id, v1);
+        let count = |t| table.stale(&store).get(&t).copied().unwrap_or(0);
+        assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (0, 1), "gRPC: sent, not yet applied");
+        grpc.ack(&id, v1, "");
+        assert_eq!(count(Transport::Grpc), 0);
+        config.auth.realm = "changed".into();
+        let v2 = store.upsert(config).unwrap();
+        assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (1, 1), "both behind");
+        ws.sent(&id, v2);
+        grpc.sent(&id, v2);
+        grpc.ack(&id, v2, "listener udp: port in use");
+        assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (0, 1), "a rejection keeps it behind");
+        store.delete(&id);
+        assert_eq!(count(Transport::Grpc), 0, "a deleted config counts for no one");
     }
 
     #[test]

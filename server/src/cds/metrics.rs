@@ -86,6 +86,8 @@ pub struct CdsMetrics {
     pub rejected_connections: Counter,
     /// Acknowledgements received from watch clients (gRPC only), by result.
     pub client_acks: Family<AckLabel, Counter>,
+    /// Watch clients on a config version other than the current one (sampled).
+    pub stale_clients: Family<TransportLabel, Gauge>,
     /// Requests refused by `--cds-authorization` (403 / PERMISSION_DENIED), by API.
     pub refused_requests: Family<ApiLabel, Counter>,
 }
@@ -111,7 +113,23 @@ impl CdsMetrics {
             "Config versions watch clients acknowledged as applied or rejected (gRPC only)",
             self.client_acks.clone(),
         );
-        // Both series from the start: an alert on their rate sees 0, not nothing.
+        r.register(
+            "stale_clients",
+            "Watch clients on a config version other than the current one: a WebSocket client by the version it \
+             was last sent, a gRPC client by the one it last applied",
+            self.stale_clients.clone(),
+        );
+        // Every series from the start: a dashboard or an alert on them sees 0, not nothing.
+        for label in [WEBSOCKET, GRPC] {
+            let _ = self.clients.get_or_create(&label);
+            let _ = self.pushes.get_or_create(&label);
+            let _ = self.push_bytes.get_or_create(&label);
+            let _ = self.dropped_clients.get_or_create(&label);
+            let _ = self.stale_clients.get_or_create(&label);
+        }
+        for result in [AckResult::Applied, AckResult::Rejected] {
+            let _ = self.client_acks.get_or_create(&AckLabel { result });
+        }
         for api in [Api::http, Api::grpc] {
             let _ = self.refused_requests.get_or_create(&ApiLabel { api });
         }

@@ -34,6 +34,9 @@ use tower::ServiceExt;
 /// Kernel send buffer per connection: many configs' worth, far below Linux's autotuning limit.
 const SEND_BUFFER_BYTES: usize = 256 * 1024;
 
+/// How often the `stale_clients` gauge is brought up to date.
+const STALE_SAMPLE: Duration = Duration::from_secs(5);
+
 /// Settings of the CDS listener.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
@@ -149,6 +152,7 @@ async fn routes(
     tracker: &TaskTracker,
 ) -> (axum::Router, tonic::service::Routes) {
     let clients = Arc::new(ClientTable::new(store.metrics.clone()));
+    tracker.spawn(clients.clone().sample_stale(store.clone(), STALE_SAMPLE, shutdown.clone()));
     let state = Arc::new(CdsState {
         store: store.clone(),
         session: settings.session.clone(),
