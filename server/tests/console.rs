@@ -50,7 +50,7 @@ async fn chromium_shows_a_gateway_and_follows_a_change_live() {
     };
     let dir = quickstart_copy("console-browser");
     std::fs::write(dir.join("unaddressed.yaml"), UNADDRESSED_GATEWAY).unwrap();
-    let d = Daemon::start(&dir, ports::free_ports(1)[0]).await;
+    let d = Daemon::start(&dir, ports::free_ports(1)[0], &[]).await;
     let acked = acking_dataplane(&d.addr, "stunner", "udp-gateway", "console-test-dataplane").await;
     let latest = || acked.lock().unwrap().last().cloned().unwrap_or_default();
     eventually("the dataplane acknowledges its first config", LIMIT, async || !latest().is_empty()).await;
@@ -136,7 +136,7 @@ async fn chromium_shows_a_gateway_and_follows_a_change_live() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_read_as_plain_html() {
     let dir = quickstart_copy("console-plain");
-    let d = Daemon::start(&dir, ports::free_ports(1)[0]).await;
+    let d = Daemon::start(&dir, ports::free_ports(1)[0], &[]).await;
     let (status, overview) = http_get(&d.addr, "/ui/").await;
     assert_eq!(status, 200);
     assert!(overview.starts_with("<!doctype html>") && overview.contains(">udp-gateway</a>"), "{overview}");

@@ -30,13 +30,14 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts the daemon on the manifests in `dir`; returns once it serves.
-    pub async fn start(dir: &Path, metrics_port: u16) -> Daemon {
+    /// Starts the daemon on the manifests in `dir`, with `extra` flags; returns once it serves.
+    pub async fn start(dir: &Path, metrics_port: u16, extra: &[&str]) -> Daemon {
         let metrics = format!("127.0.0.1:{metrics_port}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
             .args(["--standalone", dir.to_str().unwrap(), "--config-discovery-address", "127.0.0.1:0"])
             .args(["--metrics-bind-address", &metrics, "--health-probe-bind-address", "0"])
             .args(["--throttle-timeout", "50ms"])
+            .args(extra)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stderr(Stdio::piped())
