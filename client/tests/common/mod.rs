@@ -32,14 +32,14 @@ impl Server {
     /// beside the CDS API.
     pub async fn start_with(extra: impl ExtraRoutes + Send + 'static) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        Self::start_on(listener, Arc::new(ConfigStore::new(CdsMetrics::default())), extra)
+        Self::serve(listener, Arc::new(ConfigStore::new(CdsMetrics::default())), extra)
     }
 
-    pub fn start_on(
-        listener: TcpListener,
-        store: Arc<ConfigStore>,
-        extra: impl ExtraRoutes + Send + 'static,
-    ) -> Server {
+    pub fn start_on(listener: TcpListener, store: Arc<ConfigStore>, extra: Router) -> Server {
+        Self::serve(listener, store, extra)
+    }
+
+    fn serve(listener: TcpListener, store: Arc<ConfigStore>, extra: impl ExtraRoutes + Send + 'static) -> Server {
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(serve(listener, store.clone(), ServerSettings::default(), extra, shutdown.clone()));
