@@ -96,7 +96,7 @@ fn exported(exposition: &str, name: &str) -> bool {
 }
 
 struct Prometheus {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     addr: String,
     dir: PathBuf,
 }
@@ -123,7 +123,7 @@ impl Prometheus {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let p = Prometheus { _child: child, addr, dir };
+        let p = Prometheus { child, addr, dir };
         eventually("Prometheus is ready", LIMIT, async || {
             tokio::net::TcpStream::connect(&p.addr).await.is_ok() && http_get(&p.addr, "/-/ready").await.0 == 200
         })
@@ -149,6 +149,7 @@ impl Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
+        let _ = self.child.start_kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -17,7 +17,7 @@ type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<t
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Browser {
-    _child: Child,
+    child: Child,
     page: Ws,
     next_id: u64,
     profile: PathBuf,
@@ -68,7 +68,7 @@ impl Browser {
             .to_string();
         let (page, _) =
             tokio_tungstenite::connect_async(&url).await.map_err(|e| format!("DevTools WebSocket {url}: {e}"))?;
-        let mut browser = Browser { _child: child, page, next_id: 0, profile };
+        let mut browser = Browser { child, page, next_id: 0, profile };
         browser.call("Page.enable", json!({})).await;
         browser.call("Runtime.enable", json!({})).await;
         Ok(browser)
@@ -149,6 +149,7 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        let _ = self.child.start_kill();
         let _ = std::fs::remove_dir_all(&self.profile);
     }
 }

@@ -4,12 +4,12 @@
 
 #![allow(dead_code)] // each suite uses its own subset
 
+use super::ports;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use stunner_gateway::proto::{Ack, ConfigId, Scope, WatchRequest, WatchStart, scope, watch_request};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -17,54 +17,38 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/test_client/stunner.cds.v1.rs"));
 }
 
-/// Log lines kept at most: the daemon logs a line per change.
-const MAX_LOG_LINES: usize = 10_000;
-
 pub struct Daemon {
     _child: Child,
     /// The CDS (and console) address, `127.0.0.1:<port>`.
     pub addr: String,
     /// The metrics address.
     pub metrics: String,
-    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Daemon {
-    /// Starts the daemon on the manifests in `dir`, with `extra` flags; returns once it serves.
+    /// Starts the daemon on the manifests in `dir`, with `extra` flags; returns once the CDS
+    /// answers (after the first complete render). Its log goes to `daemon.log` beside `dir`.
     pub async fn start(dir: &Path, metrics_port: u16, extra: &[&str]) -> Daemon {
-        let metrics = format!("127.0.0.1:{metrics_port}");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
-            .args(["--standalone", dir.to_str().unwrap(), "--config-discovery-address", "127.0.0.1:0"])
+        let [cds_port] = ports::free_ports(1)[..] else { unreachable!() };
+        let (addr, metrics) = (format!("127.0.0.1:{cds_port}"), format!("127.0.0.1:{metrics_port}"));
+        let log = std::fs::File::create(dir.with_extension("log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_stunner-gateway-operator"))
+            .args(["--standalone", dir.to_str().unwrap(), "--config-discovery-address", &addr])
             .args(["--metrics-bind-address", &metrics, "--health-probe-bind-address", "0"])
             .args(["--throttle-timeout", "50ms"])
             .args(extra)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
-            .stderr(Stdio::piped())
+            .stderr(Stdio::from(log))
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let sink = log.clone();
-        tokio::spawn(async move {
-            let mut tx = Some(tx);
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.contains("serving config discovery")
-                    && let Some(addr) = line.split("address=").nth(1)
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(addr.trim().to_string());
-                }
-                let mut log = sink.lock().unwrap();
-                if log.len() < MAX_LOG_LINES {
-                    log.push(line);
-                }
-            }
-        });
-        let addr = tokio::time::timeout(Duration::from_secs(30), rx).await.expect("daemon serves in time").unwrap();
-        Daemon { _child: child, addr, metrics, log }
+        let d = Daemon { _child: child, addr, metrics };
+        eventually("the daemon serves its configs", Duration::from_secs(30), async || {
+            tokio::net::TcpStream::connect(&d.addr).await.is_ok() && http_get(&d.addr, "/api/v1/configs").await.0 == 200
+        })
+        .await;
+        d
     }
 }
 
