@@ -21,7 +21,7 @@ use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pipeline::{Input, Outputs};
 use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::Reconciler;
-use stunner_gateway_operator::source::{files::FileSource, run};
+use stunner_gateway_operator::source::{files::FileSource, manifests::Budget, run};
 use stunner_gateway_operator::status::StatusBoard;
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
@@ -52,7 +52,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // The source first: an unreadable directory or an unreachable API server is a start-up error.
     let mode = match &args.standalone {
         Some(dir) => Mode::Standalone(
-            FileSource::new(dir).with_context(|| format!("cannot read --standalone directory {}", dir.display()))?,
+            FileSource::new(dir)
+                .with_context(|| format!("cannot read --standalone directory {}", dir.display()))?
+                .with_budget(Budget { max_bytes: args.standalone_max_bytes, max_objects: args.standalone_max_objects }),
         ),
         None => Mode::Cluster(cluster::connect().await?, Writer::new(operator_metrics.clone())),
     };

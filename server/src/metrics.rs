@@ -105,6 +105,9 @@ pub struct OperatorMetrics {
     /// 1 while this replica leads (it is the one that writes), 0 while it waits; absent in
     /// standalone mode, which writes nothing.
     pub leader: Family<LeaderLabels, Gauge>,
+    /// Objects of the standalone manifests held at their last valid version (not upstream's:
+    /// upstream has no standalone mode).
+    pub held_objects: Gauge,
 }
 
 fn duration_histogram() -> Histogram {
@@ -133,6 +136,7 @@ impl Default for OperatorMetrics {
             reconcile_errors: Family::default(),
             active_workers: Family::default(),
             leader: Family::default(),
+            held_objects: Gauge::default(),
         }
     }
 }
@@ -209,6 +213,11 @@ impl OperatorMetrics {
             "Unix time the updater last ran",
             self.updater_loop_last_active.clone(),
         );
+        op.register(
+            "held_objects",
+            "Objects of the standalone manifests held at their last valid version after an invalid edit",
+            self.held_objects.clone(),
+        );
         let cr = registry.sub_registry_with_prefix("controller_runtime");
         cr.register("reconcile", "Total number of reconciliations per controller", self.reconcile_total.clone());
         cr.register(
@@ -271,6 +280,7 @@ mod tests {
             "stunner_gateway_operator_reconcile_events_total{result=\"throttled\"} 1",
             "stunner_gateway_operator_generation 0",
             "stunner_gateway_operator_generation_last_acked -1",
+            "stunner_gateway_operator_held_objects 0",
             "# TYPE stunner_gateway_operator_operator_loop_last_active_timestamp_seconds gauge",
             "controller_runtime_reconcile_total{controller=\"gateway\",result=\"success\"} 1",
             "leader_election_master_status{name=\"92062b70.l7mp.io\"} 1",

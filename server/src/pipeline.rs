@@ -59,6 +59,18 @@ pub enum Input {
     Changes(Vec<Change>),
     /// Every source has delivered its complete initial state.
     Synced,
+    /// The objects the source holds at an older version than its input gives (standalone
+    /// mode: after an invalid edit), replacing the last such list: shown to people, never
+    /// rendered.
+    Held(Vec<Held>),
+}
+
+/// An object held at its last valid version, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub object: ObjRef,
+    /// `invalid edit at FILE:LINE`.
+    pub why: String,
 }
 
 /// Where configs are published: the CDS store (a test wraps it to see every version).

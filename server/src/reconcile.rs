@@ -115,6 +115,10 @@ impl Reconciler {
     /// Applies one input and, when it opens a window, fixes the time of the render that covers
     /// it (later inputs never move that time).
     fn take(&mut self, input: Input) {
+        let input = match input {
+            Input::Held(held) => return self.show_held(&held),
+            other => other,
+        };
         let pending = self.render_at.is_some();
         self.count(if pending { ReconcileResult::throttled } else { ReconcileResult::passed });
         let synced_now = matches!(input, Input::Synced);
@@ -144,6 +148,7 @@ impl Reconciler {
 
     fn absorb(&mut self, input: Input) {
         match input {
+            Input::Held(held) => self.show_held(&held),
             Input::Synced => {
                 self.synced = true;
                 self.dirty.merge(self.index.everything());

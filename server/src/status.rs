@@ -26,9 +26,12 @@ fn key(api_version: &str, kind: &str, namespace: &str, name: &str) -> Key {
     (group_of(api_version).into(), kind.into(), namespace.into(), name.into())
 }
 
-/// Latest status per object.
+/// Latest status per object, and the objects held at their last valid version.
 pub struct StatusBoard {
     statuses: RwLock<BTreeMap<Key, Stored>>,
+    /// Why an object is held (`invalid edit at FILE:LINE`), shown as its status's `held`, with
+    /// its `apiVersion`: a held object may have no status of its own (a GatewayConfig).
+    held: RwLock<BTreeMap<Key, (String, String)>>,
     /// Counts changes and announces each, for the console's live updates.
     generation: AtomicU64,
     changed: watch::Sender<()>,
@@ -36,7 +39,12 @@ pub struct StatusBoard {
 
 impl Default for StatusBoard {
     fn default() -> Self {
-        StatusBoard { statuses: RwLock::default(), generation: AtomicU64::new(0), changed: watch::Sender::new(()) }
+        StatusBoard {
+            statuses: RwLock::default(),
+            held: RwLock::default(),
+            generation: AtomicU64::new(0),
+            changed: watch::Sender::new(()),
+        }
     }
 }
 
@@ -88,19 +96,53 @@ impl StatusBoard {
         }
     }
 
+    /// Replaces the objects held at their last valid version: (`apiVersion`, kind, namespace,
+    /// name, why).
+    pub fn set_held(&self, held: Vec<(String, String, String, String, String)>) {
+        let held = held
+            .into_iter()
+            .map(|(api_version, kind, namespace, name, why)| {
+                (key(&api_version, &kind, &namespace, &name), (api_version, why))
+            })
+            .collect();
+        let mut current = self.held.write().expect("held lock");
+        if *current != held {
+            *current = held;
+            drop(current);
+            self.announce();
+        }
+    }
+
     pub fn list(&self) -> StatusList {
         let map = self.statuses.read().expect("status lock");
-        let items = map
+        let held = self.held.read().expect("held lock");
+        let mut items: BTreeMap<&Key, ObjectStatus> = map
             .iter()
-            .map(|((_, kind, namespace, name), stored)| ObjectStatus {
-                api_version: stored.api_version.to_string(),
+            .map(|(key @ (_, kind, namespace, name), stored)| {
+                let status = serde_json::from_str(&stored.status).expect("a stored status is JSON");
+                let item = ObjectStatus {
+                    api_version: stored.api_version.to_string(),
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    status,
+                };
+                (key, item)
+            })
+            .collect();
+        for (key @ (_, kind, namespace, name), (api_version, why)) in held.iter() {
+            let item = items.entry(key).or_insert_with(|| ObjectStatus {
+                api_version: api_version.clone(),
                 kind: kind.clone(),
                 namespace: namespace.clone(),
                 name: name.clone(),
-                status: serde_json::from_str(&stored.status).expect("a stored status is JSON"),
-            })
-            .collect();
-        StatusList { items }
+                status: serde_json::json!({}),
+            });
+            if let Some(status) = item.status.as_object_mut() {
+                status.insert("held".into(), why.clone().into());
+            }
+        }
+        StatusList { items: items.into_values().collect() }
     }
 
     pub fn router(self: Arc<Self>) -> Router {
@@ -159,5 +201,30 @@ mod tests {
         // Another version of the same group is the same object.
         b.remove("stunner.l7mp.io/v1beta1", "UDPRoute", "ns", "r");
         assert_eq!(b.list().items, [gateway_api]);
+    }
+
+    #[test]
+    fn held_objects_show_in_their_status_or_alone() {
+        let b = StatusBoard::default();
+        assert!(b.set(status("Gateway", "a", true)));
+        let note = |kind: &str, name: &str| {
+            (
+                GATEWAY_API.to_string(),
+                kind.to_string(),
+                "ns".to_string(),
+                name.to_string(),
+                format!("invalid edit at {name}.yaml:3"),
+            )
+        };
+        b.set_held(vec![note("Gateway", "a"), note("GatewayConfig", "c")]);
+        let items = b.list().items;
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].status, serde_json::json!({"ready": true, "held": "invalid edit at a.yaml:3"}));
+        assert_eq!(
+            (items[1].kind.as_str(), &items[1].status),
+            ("GatewayConfig", &serde_json::json!({"held": "invalid edit at c.yaml:3"}))
+        );
+        b.set_held(Vec::new());
+        assert_eq!(b.list().items, [status("Gateway", "a", true)]);
     }
 }

@@ -734,3 +734,95 @@ async fn statuses_are_written_before_the_objects_of_their_render() {
     }
     op.assert_no_rbac_denials();
 }
+
+/// Issue #43 in cluster mode: credentials the API server accepts (an `authRef` Secret with a
+/// space in its password, a TLS Secret whose key is no PEM, one with a credential missing)
+/// reach neither the operator's log, at its most verbose and in JSON, nor any status, nor the
+/// CDS's status and client lists: in plain text or base64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_value_appears_in_the_log_or_any_status() {
+    use base64::Engine;
+    let Some(cluster) = Cluster::start("secrets").await else { return };
+    quickstart(&cluster).await;
+    let c = &cluster.admin;
+    let secrets = ["pass-1", "user name 77", "Hunter2 Secret", "not-a-cert-5521", "tls-key-value!!", "lone-user-4411"];
+    apply_yaml(
+        c,
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: auth, namespace: stunner}
+stringData: {type: static, username: "user name 77", password: "Hunter2 Secret"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: auth-incomplete, namespace: stunner}
+stringData: {type: static, username: "lone-user-4411"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: tls, namespace: stunner}
+type: kubernetes.io/tls
+stringData: {tls.crt: "not-a-cert-5521", tls.key: "tls-key-value!!"}
+"#,
+    )
+    .await;
+    let op = cluster.operator("op", &["--zap-encoder", "json", "--zap-log-level", "5"]).await;
+    wait_quickstart_statuses(&cluster).await;
+    // The class's credentials from the Secret, then from the incomplete one; a TLS listener
+    // with the bad key.
+    let config = |secret: &str| {
+        json!({"apiVersion": "stunner.l7mp.io/v1", "kind": "GatewayConfig",
+               "metadata": {"name": "stunner-gatewayconfig", "namespace": NS},
+               "spec": {"realm": "stunner.l7mp.io", "authRef": {"name": secret}}})
+    };
+    apply(c, config("auth")).await.unwrap();
+    let served = wait_for("the Secret's credentials served", || async {
+        op.config(NS, "udp-gateway")
+            .await
+            .filter(|s| s.auth.credentials.get("username").map(String::as_str) == Some("user name 77"))
+    })
+    .await;
+    assert_eq!(served.auth.credentials["password"], "Hunter2 Secret");
+    let tls = json!({"name": "tls-listener", "port": 443, "protocol": "TURN-TLS",
+                     "tls": {"mode": "Terminate", "certificateRefs": [{"name": "tls"}]}});
+    let mut gateway = get(c, GW, "Gateway", Some(NS), "udp-gateway").await.unwrap();
+    gateway.data["spec"]["listeners"].as_array_mut().unwrap().push(tls);
+    gateway.metadata.managed_fields = None;
+    gateway.metadata.resource_version = None;
+    apply(c, serde_json::to_value(&gateway).unwrap()).await.unwrap();
+    wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "three listener statuses", |o| {
+        o.data["status"]["listeners"].as_array().is_some_and(|l| l.len() == 3)
+    })
+    .await;
+    apply(c, config("auth-incomplete")).await.unwrap();
+    wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "the incomplete Secret refused", |o| {
+        let programmed = condition(&o.data["status"], "Programmed");
+        programmed.is_some_and(|p| p["reason"] == "Invalid" && p["message"].as_str().unwrap_or("").contains("password"))
+    })
+    .await;
+    // Give the operator a moment to log whatever it logs about the last change.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let log = op.log_tail(usize::MAX);
+    let mut seen = vec![("the log".to_string(), log.clone())];
+    for (kind, ns, name) in [("GatewayClass", None, "stunner-gatewayclass"), ("Gateway", Some(NS), "udp-gateway")] {
+        let o = get(c, GW, kind, ns, name).await.unwrap();
+        seen.push((format!("{kind} status"), o.data["status"].to_string()));
+    }
+    for path in ["/api/v1/statuses", "/api/v1/clients"] {
+        let (status, body) = http_get(op.cds, path).await.unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+        seen.push((path.to_string(), body));
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for (place, text) in &seen {
+        for value in secrets {
+            assert!(!text.contains(value), "{value:?} in {place}:\n{text}");
+            assert!(!text.contains(&b64.encode(value)), "{value:?} in base64 in {place}:\n{text}");
+        }
+    }
+    // The log was at its most verbose, in JSON, and the operator did read the Secrets.
+    assert!(log.lines().all(|l| l.starts_with('{')), "JSON lines: {log}");
+    assert!(log.contains("\"level\":\"debug\"") || log.contains("\"level\":\"Level(-"), "verbose: {log}");
+}

@@ -36,6 +36,10 @@ struct Options {
     uid: Option<u32>,
     /// Lower the limit of open files to this (see [`limit_open_files`]).
     open_files: Option<libc::rlim_t>,
+    /// `RUST_LOG`, `info` if unset.
+    log: Option<&'static str>,
+    /// More flags.
+    args: Vec<String>,
 }
 
 /// A copy of the daemon binary that another user may run: the checkout (a clone in a
@@ -84,7 +88,8 @@ impl Daemon {
             .args(["--config-discovery-address", "127.0.0.1:0"])
             .args(["--metrics-bind-address", metrics.as_deref().unwrap_or("0")])
             .args(["--health-probe-bind-address", health.as_deref().unwrap_or("0"), "--throttle-timeout", "50ms"])
-            .env("RUST_LOG", "info")
+            .args(&options.args)
+            .env("RUST_LOG", options.log.unwrap_or("info"))
             .env("NO_COLOR", "1")
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -334,9 +339,11 @@ async fn objects_an_api_server_would_refuse_are_reported_and_never_served() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// An invalid GatewayConfig withdraws its class's Gateways (as upstream) and says so at WARN,
-/// naming the field: from the render when an API server would have let it in (`plaintextt`
-/// passes the CRD's pattern), from the loader with file and line when it would not (`statik`).
+/// An invalid GatewayConfig is a warning naming the field, with file and line, whether an API
+/// server would refuse it (`statik` fails the CRD's pattern) or only the operator's own rules
+/// do (`plaintextt` passes the unanchored pattern; the render would refuse it): in standalone
+/// mode both are refused at load, and the served config stays (issue #43; before, the
+/// second withdrew every Gateway of the class, as upstream does at render).
 #[tokio::test]
 async fn an_invalid_gateway_config_is_a_warning_naming_the_field() {
     let dir = temp_copy_of_quickstart("invalid-config");
@@ -344,26 +351,24 @@ async fn an_invalid_gateway_config_is_a_warning_naming_the_field() {
     let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
     assert_eq!(next_config(&mut ws).await.auth.auth_type, "static");
     let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
-
-    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", "authType: plaintextt")).unwrap();
-    let c = next_config(&mut ws).await;
-    assert!(c.normalized().unwrap().is_deleted(), "withdrawn: {c:?}");
-    let warning = "invalid GatewayConfig stunner/stunner-gatewayconfig: spec.authType: invalid authentication type";
-    d.wait_for_log(warning).await;
-    assert!(d.log.lock().unwrap().iter().any(|l| l.contains(warning) && l.contains(" WARN ")));
-
-    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", "authType: statik")).unwrap();
     // The document starts at its `apiVersion`, the line before its `kind`.
     let line = class.lines().position(|l| l == "kind: GatewayConfig").unwrap();
     let rejected = format!("{}:{line}: rejected: GatewayConfig", dir.join("gatewayclass.yaml").display());
-    d.wait_for_log(&rejected).await;
-    let log = d.log.lock().unwrap().clone();
-    let line = log.iter().find(|l| l.contains(&rejected)).unwrap();
-    assert!(line.contains(" WARN ") && line.contains(r#"spec.authType: Invalid value: "statik""#), "{line}");
-    assert_no_config(&mut ws).await;
-
-    std::fs::write(dir.join("gatewayclass.yaml"), &class).unwrap();
-    assert_eq!(next_config(&mut ws).await.auth.auth_type, "static");
+    for (typo, message) in [
+        ("plaintextt", r#"spec.authType: Unsupported value: "plaintextt""#),
+        ("statik", r#"spec.authType: Invalid value: "statik""#),
+    ] {
+        std::fs::write(dir.join("gatewayclass.yaml"), class.replace("authType: static", &format!("authType: {typo}")))
+            .unwrap();
+        d.wait_for_log(message).await;
+        let log = d.log.lock().unwrap().clone();
+        let entry = log.iter().find(|l| l.contains(message)).unwrap();
+        assert!(entry.contains(" WARN ") && entry.contains(&rejected), "{entry}");
+        assert_no_config(&mut ws).await;
+    }
+    // Fixed (with a new password, so that the config changes): applied.
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("pass-1", "pass-9")).unwrap();
+    assert_eq!(next_config(&mut ws).await.auth.credentials["password"], "pass-9");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -812,5 +817,288 @@ async fn a_removed_and_recreated_directory_is_followed_again() {
     add_a_listener(&dir);
     assert_eq!(next_config(&mut ws).await.listeners.len(), 3);
     assert_eq!(d.readyz().await, (200, "ok".to_string()));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The config served for `path`, as the bytes the CDS sends.
+async fn served(d: &Daemon, path: &str) -> String {
+    http_get(&format!("http://{}/api/v1/configs/{path}", d.addr)).await
+}
+
+/// Issue #43: an object that was valid and is edited into one an API server (or the
+/// operator's own rules) would refuse keeps serving from its last valid version. Each edit
+/// leaves the served config byte-identical, sends no watcher anything (no delete), keeps
+/// `/readyz` ready, counts the object as held and shows "held: invalid edit at FILE:LINE" in
+/// the statuses and `stunnerctl gateway-status`. Putting the file back releases it; a real
+/// fix is applied; removing the file deletes the object; one never valid stays absent.
+#[tokio::test]
+async fn an_invalid_edit_holds_the_last_valid_version() {
+    let dir = temp_copy_of_quickstart("held");
+    let d = Daemon::start_with(&dir, Options { health: true, metrics: true, ..Options::default() }).await;
+    let mut all = watch(&d, "/api/v1/configs?watch=true").await;
+    assert_eq!(next_config(&mut all).await.auth.credentials["password"], "pass-1");
+    let before = served(&d, "stunner/udp-gateway").await;
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let (class, gateway, route) = (read("gatewayclass.yaml"), read("gateway.yaml"), read("route.yaml"));
+    let line_of = |text: &str, needle: &str| 1 + text.lines().position(|l| l == needle).unwrap();
+    let config_line = line_of(&class, "kind: GatewayConfig") - 1;
+    // Half-written: the GatewayConfig's document cut before its password (the documents
+    // after it stay: a file cut short loses them, as a deliberate removal would).
+    let cut = class.find("  password:").unwrap();
+    let truncated = format!(
+        "{}{}",
+        &class[..cut],
+        &class[class.find("---\napiVersion: stunner.l7mp.io/v1\nkind: Dataplane").unwrap()..]
+    );
+    let duplicate = gateway.replace("    - name: tcp-listener\n", "    - name: udp-listener\n");
+    let no_rules = &route[..route.find("  rules:").unwrap()];
+    let route_rest = &route[route.find("---").unwrap()..];
+    let edits = [
+        (
+            "gatewayclass.yaml",
+            class.replace("realm: stunner.l7mp.io", "realm: stunner_l7mp"),
+            "GatewayConfig",
+            config_line,
+        ),
+        ("gatewayclass.yaml", truncated, "GatewayConfig", config_line),
+        ("gateway.yaml", duplicate, "Gateway", line_of(&gateway, "apiVersion: gateway.networking.k8s.io/v1")),
+        (
+            "route.yaml",
+            format!("{no_rules}{route_rest}"),
+            "UDPRoute",
+            line_of(&route, "apiVersion: stunner.l7mp.io/v1"),
+        ),
+    ];
+    let url = |d: &Daemon, what: &str| match what {
+        "metrics" => format!("http://{}/metrics", d.metrics.as_deref().unwrap()),
+        "readyz" => format!("http://{}/readyz", d.health.as_deref().unwrap()),
+        _ => format!("http://{}/api/v1/statuses", d.addr),
+    };
+    let held_gauge =
+        async |d: &Daemon| sample(&http_get(&url(d, "metrics")).await, "stunner_gateway_operator_held_objects", "");
+    for (file, text, kind, line) in edits {
+        let path = dir.join(file);
+        let original = std::fs::read_to_string(&path).unwrap();
+        let at = format!("invalid edit at {}:{line}", path.display());
+        std::fs::write(&path, &text).unwrap();
+        d.wait_for_log(&format!("held at its last valid version: {at}")).await;
+        assert_no_config(&mut all).await;
+        assert_eq!(served(&d, "stunner/udp-gateway").await, before, "{kind}: the served config is unchanged");
+        assert_eq!(http_get_status(&url(&d, "readyz")).await.0, 200, "{kind}: still ready");
+        assert_eq!(held_gauge(&d).await, Some(1.0), "{kind}");
+        let statuses: serde_json::Value = serde_json::from_str(&http_get(&url(&d, "statuses")).await).unwrap();
+        let item = statuses["items"].as_array().unwrap().iter().find(|i| i["kind"] == kind).unwrap();
+        assert_eq!(item["status"]["held"], at.as_str(), "{statuses}");
+        let out = Command::new(stunnerctl())
+            .args(["--cds-server-address", &d.addr, "gateway-status", "-n", "stunner"])
+            .output()
+            .await
+            .unwrap();
+        let shown = String::from_utf8(out.stdout).unwrap();
+        assert!(shown.contains(&format!("  held: {at}")), "{shown}");
+
+        // Put back: released, and still nothing sent.
+        std::fs::write(&path, &original).unwrap();
+        for _ in 0..100 {
+            if held_gauge(&d).await == Some(0.0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(held_gauge(&d).await, Some(0.0), "{kind}: released");
+        assert_no_config(&mut all).await;
+        assert_eq!(served(&d, "stunner/udp-gateway").await, before);
+    }
+    // A valid edit applies.
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("pass-1", "pass-2")).unwrap();
+    assert_eq!(next_config(&mut all).await.auth.credentials["password"], "pass-2");
+    // Removing the held object's file deletes it.
+    std::fs::write(dir.join("gateway.yaml"), gateway.replace("3478", "70000")).unwrap();
+    d.wait_for_log("held at its last valid version: invalid edit at").await;
+    assert_no_config(&mut all).await;
+    std::fs::remove_file(dir.join("gateway.yaml")).unwrap();
+    let c = next_config(&mut all).await;
+    assert!(c.normalized().unwrap().is_deleted(), "{c:?}");
+    // One never valid stays absent.
+    std::fs::write(dir.join("other.yaml"), gateway.replace("3478", "70000")).unwrap();
+    d.wait_for_log("other.yaml:").await;
+    assert_no_config(&mut all).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue #43: an invalid value of every secret field (a GatewayConfig's inline credentials,
+/// a Secret's data and stringData: `authRef` credentials, a TLS key) appears in no log line
+/// (at debug level), no status, no endpoint: messages name the field and why it failed.
+#[tokio::test]
+async fn no_secret_value_appears_in_any_log_status_or_endpoint() {
+    let dir = temp_copy_of_quickstart("secrets");
+    let options = Options { health: true, metrics: true, log: Some("debug"), ..Options::default() };
+    let d = Daemon::start_with(&dir, options).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    next_config(&mut ws).await;
+    let config = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: stunner.l7mp.io/v1\nkind: GatewayConfig\nmetadata: {{name: {name}, namespace: stunner}}\nspec: {spec}\n"
+        )
+    };
+    let secret = |name: &str, data: &str| {
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: stunner}}\n{data}\n")
+    };
+    let secrets = [
+        "Hunter2 Secret",
+        "987654321012",
+        "user name 77",
+        "123456789123",
+        "4k1%3y5",
+        "tls-key-value!!",
+        "918273645546",
+    ];
+    let files = [
+        ("c1.yaml", config("c1", r#"{userName: u, password: "Hunter2 Secret"}"#)),
+        ("c2.yaml", config("c2", "{userName: u, password: 987654321012}")),
+        ("c3.yaml", config("c3", r#"{userName: "user name 77", password: p}"#)),
+        ("c4.yaml", config("c4", "{authType: longterm, sharedSecret: 123456789123}")),
+        ("s1.yaml", secret("auth", "data: {password: \"4k1%3y5\"}")),
+        ("s2.yaml", secret("tls", "type: kubernetes.io/tls\ndata: {tls.key: \"tls-key-value!!\"}")),
+        ("s3.yaml", secret("auth2", "stringData: {password: 918273645546}")),
+    ];
+    for (file, text) in &files {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+    // And the served GatewayConfig edited into an invalid password: held, and said so.
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("\"pass-1\"", "\"Hunter2 Secret\"")).unwrap();
+    for (file, _) in &files {
+        d.wait_for_log(&format!("{file}:")).await;
+    }
+    d.wait_for_log("held at its last valid version").await;
+    let log = d.log.lock().unwrap().join("\n");
+    for field in [
+        "spec.password: Invalid value: <redacted>",
+        "spec.userName: Invalid value: <redacted>",
+        "spec.sharedSecret: Invalid value: <redacted>",
+        "data.password: <redacted>",
+        "data.tls.key: <redacted>",
+        "stringData.password: <redacted>",
+    ] {
+        assert!(log.contains(field), "{field} in\n{log}");
+    }
+    let mut seen = vec![("the log".to_string(), log)];
+    for url in [
+        format!("http://{}/api/v1/statuses", d.addr),
+        format!("http://{}/api/v1/configs", d.addr),
+        format!("http://{}/metrics", d.metrics.as_deref().unwrap()),
+        format!("http://{}/readyz", d.health.as_deref().unwrap()),
+    ] {
+        seen.push((url.clone(), http_get(&url).await));
+    }
+    let out = Command::new(stunnerctl())
+        .args(["--cds-server-address", &d.addr, "gateway-status", "-a"])
+        .output()
+        .await
+        .unwrap();
+    seen.push(("stunnerctl gateway-status".into(), String::from_utf8_lossy(&out.stdout).into_owned()));
+    for (place, text) in &seen {
+        for value in secrets {
+            assert!(!text.contains(value), "{value} in {place}:\n{text}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue #43: a directory past the budget is refused as a whole, with its totals, and what
+/// is served does not change; back within it, the scan applies.
+#[tokio::test]
+async fn a_directory_past_the_budget_is_refused_as_a_whole() {
+    let dir = temp_copy_of_quickstart("budget");
+    let size: u64 = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
+    let max_bytes = size + 2 * gateway.len() as u64 + 100;
+    let flags = ["--standalone-max-bytes", &max_bytes.to_string(), "--standalone-max-objects", "7"];
+    let d = Daemon::start_with(&dir, Options { args: flags.map(String::from).to_vec(), ..Options::default() }).await;
+    let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
+    next_config(&mut ws).await;
+    let before = served(&d, "stunner/udp-gateway").await;
+    // Past the bytes: a large comment in a new file, beside an edit that would change the config.
+    std::fs::write(dir.join("big.yaml"), format!("# {}\n", "x".repeat(3 * gateway.len()))).unwrap();
+    std::fs::write(dir.join("gateway.yaml"), gateway.replace("3478", "3479")).unwrap();
+    let refused = format!("bytes in 4 files, more than the limit of {max_bytes} bytes (--standalone-max-bytes)");
+    d.wait_for_log(&refused).await;
+    assert_no_config(&mut ws).await;
+    assert_eq!(served(&d, "stunner/udp-gateway").await, before);
+    // Past the objects: the quickstart's 6 and two more.
+    std::fs::remove_file(dir.join("big.yaml")).unwrap();
+    let more = format!("{}---\n{}", gateway.replace("udp-gateway", "gw-2"), gateway.replace("udp-gateway", "gw-3"));
+    std::fs::write(dir.join("more.yaml"), more).unwrap();
+    d.wait_for_log("8 objects in 4 files, more than the limit of 7 objects (--standalone-max-objects)").await;
+    assert_no_config(&mut ws).await;
+    // Within it again: the edit applies.
+    std::fs::remove_file(dir.join("more.yaml")).unwrap();
+    assert_eq!(next_config(&mut ws).await.listeners[0].port, 3479);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The daemon's resident memory, in KiB.
+fn rss_kib(d: &Daemon) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", d.child.id().unwrap())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue #43: memory returns after large deletions. 3,000 Gateways in 30 files are loaded and
+/// deleted three times: each load comes to within 1.5x the first one's resident memory, and
+/// each deletion to within 1.5x that of a fresh start with the objects left (the class only).
+#[tokio::test]
+async fn memory_returns_after_a_large_directory_is_deleted_three_times() {
+    // Enough that keeping them would be past the bound: each adds ~20 KiB (debug build).
+    const GATEWAYS: usize = 3000;
+    let dir = temp_copy_of_quickstart("memory-cycle");
+    for f in ["gateway.yaml", "route.yaml"] {
+        std::fs::remove_file(dir.join(f)).unwrap();
+    }
+    let gateway = |i: usize| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: gw-{i}\n  namespace: stunner\n\
+             spec:\n  gatewayClassName: stunner-gatewayclass\n  addresses:\n  - type: IPAddress\n    value: 10.1.{}.{}\n\
+             \x20 listeners:\n  - name: udp\n    port: 3478\n    protocol: UDP\n",
+            i / 250,
+            i % 250 + 1
+        )
+    };
+    let files: Vec<String> =
+        (0..30).map(|f| (f * 100..(f + 1) * 100).map(gateway).collect::<Vec<_>>().join("---\n")).collect();
+    let d = Daemon::start(&dir).await;
+    d.wait_for_log("GatewayClass stunner-gatewayclass: Accepted=True").await;
+    let fresh = rss_kib(&d);
+    let wait_count = async |needle: &str, n: usize| {
+        for _ in 0..600 {
+            if d.log_count(needle) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{} of {n} {needle:?}", d.log_count(needle));
+    };
+    let mut loaded = Vec::new();
+    for round in 1..=3 {
+        for (f, text) in files.iter().enumerate() {
+            std::fs::write(dir.join(format!("gw-{f}.yaml")), text).unwrap();
+        }
+        wait_count("config updated", round * GATEWAYS).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        loaded.push(rss_kib(&d));
+        for f in 0..files.len() {
+            std::fs::remove_file(dir.join(format!("gw-{f}.yaml"))).unwrap();
+        }
+        wait_count("config deleted", round * GATEWAYS).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let deleted = rss_kib(&d);
+        assert!(
+            deleted * 2 <= fresh * 3,
+            "round {round}: {deleted} KiB after the deletion, {fresh} KiB at a fresh start"
+        );
+        assert!(loaded[round - 1] * 2 <= loaded[0] * 3, "round {round}: loads at {loaded:?} KiB");
+        assert!(loaded[0] * 2 > fresh * 3, "the load is large enough to matter: {loaded:?} KiB, {fresh} KiB fresh");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

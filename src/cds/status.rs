@@ -70,6 +70,12 @@ impl ObjectStatus {
         if self.namespace.is_empty() { self.name.clone() } else { format!("{}/{}", self.namespace, self.name) }
     }
 
+    /// `status.held`: why the operator serves an older version of the object than its
+    /// manifest holds (`invalid edit at FILE:LINE`; standalone mode).
+    pub fn held(&self) -> Option<&str> {
+        self.status.get("held").and_then(serde_json::Value::as_str)
+    }
+
     /// `status.conditions`.
     pub fn conditions(&self) -> Vec<Condition> {
         self.field("conditions")

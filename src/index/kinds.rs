@@ -22,6 +22,7 @@ use super::error::DecodeError;
 use super::key::ObjectKey;
 use super::referrers::Referrers;
 use super::store::Store;
+use crate::resources::redact;
 use crate::resources::{
     Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
 };
@@ -148,12 +149,25 @@ fn names<K: Wire>(group: &str, version: &str, kind: &str, also: &[&str]) -> bool
 
 fn typed<K: Wire>(v: Value) -> Result<Resource, DecodeError> {
     let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let typed: K = serde_json::from_value(v).map_err(|e| DecodeError::Malformed {
+    let typed: K = serde_path_to_error::deserialize(v).map_err(|e| DecodeError::Malformed {
         kind: K::kind(&()).into(),
         name,
-        reason: e.to_string(),
+        reason: decode_failure(&K::kind(&()), &e.path().to_string(), &e.inner().to_string()),
     })?;
     Ok(typed.into())
+}
+
+/// Why the field at `path` did not decode, from serde's `message`, which quotes the value it
+/// could not take (or, for a Secret's base64, a character of it and where): of a secret field
+/// only what was expected is said, of any other field the message without the values it quotes.
+fn decode_failure(kind: &str, path: &str, message: &str) -> String {
+    if !redact::is_secret_field(kind, path) {
+        return format!("{path}: {}", redact::without_values(message));
+    }
+    match message.split_once(", expected ") {
+        Some((_, expected)) => format!("{path}: {}: expected {expected}", redact::REDACTED),
+        None => format!("{path}: {}: does not decode as its type", redact::REDACTED),
+    }
 }
 
 /// The stored type of a table line: the wire type unless the line names another.

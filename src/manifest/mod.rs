@@ -16,7 +16,7 @@ mod documents;
 
 pub use defaults::DEFAULT_NAMESPACE;
 
-use crate::index::{DecodeError, Resource, decode_value};
+use crate::index::{DecodeError, Kind, ObjRef, ObjectKey, Resource, decode_value};
 use crate::validate::{Invalid, validate};
 use serde_json::Value;
 use std::fmt;
@@ -52,6 +52,10 @@ pub enum SkipReason {
 pub struct Skipped {
     pub origin: Origin,
     pub reason: SkipReason,
+    /// The watched object a rejected document names (kind, namespace as it would be
+    /// defaulted, name), if it names one: a caller that served an earlier version of it may
+    /// keep that version, as an API server keeps an object whose update it refused.
+    pub object: Option<ObjRef>,
 }
 
 /// Why a whole file was not loaded.
@@ -113,6 +117,12 @@ pub fn is_manifest(path: &Path) -> bool {
         && matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
+/// The documents of a file's text as parsed, before any object is made of them (`None` if it
+/// is not YAML): for checks of what the loader says about them (the fuzz target's).
+pub fn raw_documents(text: &str) -> Option<Vec<Value>> {
+    documents::documents(text).ok().map(|docs| docs.into_iter().map(|(_, v)| v).collect())
+}
+
 /// Loads the text of the file at `path` (which is only used to name origins).
 pub fn load(path: &Path, text: &str, admission: Admission) -> Result<Manifest, LoadError> {
     let origin = |line: usize| Origin { path: path.to_path_buf(), line };
@@ -131,9 +141,13 @@ pub fn load(path: &Path, text: &str, admission: Admission) -> Result<Manifest, L
             other => return Err(fail(LoadErrorKind::NotAnObject(kind_of(&other)))),
         };
         for item in items {
+            let object = named_object(&item);
             match load_object(item, admission).map_err(fail)? {
                 Ok(resource) => manifest.objects.push((origin(line), resource)),
-                Err(reason) => manifest.skipped.push(Skipped { origin: origin(line), reason }),
+                Err(reason) => {
+                    let object = matches!(reason, SkipReason::Rejected(_)).then_some(object).flatten();
+                    manifest.skipped.push(Skipped { origin: origin(line), reason, object })
+                }
             }
         }
     }
@@ -158,6 +172,21 @@ fn load_object(value: Value, admission: Admission) -> Result<Result<Resource, Sk
     }
     defaults::apply(&mut resource);
     Ok(Ok(resource))
+}
+
+/// The watched object a document names, whatever else is wrong with it: its kind, its
+/// namespace as [`defaults`] would fill it in, and its name.
+fn named_object(v: &Value) -> Option<ObjRef> {
+    let text = |pointer: &str| v.pointer(pointer).and_then(Value::as_str);
+    let (group, version) = text("/apiVersion")?.rsplit_once('/').unwrap_or(("", text("/apiVersion")?));
+    let kind = Kind::named(group, version, text("/kind")?)?;
+    let name = text("/metadata/name").filter(|n| !n.is_empty())?;
+    let namespace = match (kind.is_cluster_scoped(), v.pointer("/metadata/namespace")) {
+        (true, _) => "",
+        (false, None | Some(Value::Null)) => DEFAULT_NAMESPACE,
+        (false, Some(ns)) => ns.as_str()?,
+    };
+    Some(ObjRef::new(kind, ObjectKey::new(namespace, name)))
 }
 
 fn kind_of(v: &Value) -> &'static str {

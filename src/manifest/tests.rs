@@ -83,3 +83,22 @@ fn manifest_files_are_told_from_backups() {
         assert_eq!(is_manifest(Path::new(name)), want, "{name}");
     }
 }
+
+/// A Secret whose data does not decode (not base64, not a string) fails its file with the
+/// path of the field and the type found, not the value: serde's message quotes it.
+#[test]
+fn a_secret_that_does_not_decode_is_named_without_its_value() {
+    for (data, value) in [
+        ("data: {password: not-base64-Hunter2!}", "symbol"),
+        ("stringData: {password: 987654321012}", "987654321012"),
+        ("data: {tls.key: 4242424242.5}", "4242424242"),
+    ] {
+        let text = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: stunner}}\n{data}\n");
+        let e = load(Path::new("s.yaml"), &text, Admission::Validated).unwrap_err().to_string();
+        assert!(e.starts_with("s.yaml:1: malformed Secret \"s\": "), "{e}");
+        assert!(e.contains("<redacted>") && !e.contains(value), "{e}");
+        let field = data.split(": {").collect::<Vec<_>>();
+        let key = field[1].split(':').next().unwrap();
+        assert!(e.contains(&format!("{}.{key}", field[0])), "names the field: {e}");
+    }
+}

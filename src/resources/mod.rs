@@ -13,7 +13,7 @@
 mod crd;
 pub mod gateway;
 mod optional;
-mod redact;
+pub mod redact;
 mod reference_grant;
 mod schema;
 pub mod v1;

@@ -1,7 +1,9 @@
 //! What validation reports: the errors of one object, bounded in count and in the length of
 //! every value they quote. A leaf: the checks ([`super::meta`], [`super::schema`],
 //! [`super::rules`]) push into [`Errors`] and [`super::validate`] turns them into [`Invalid`].
+//! Every value they quote goes through [`Errors::quote`], which shows no secret field's value.
 
+use crate::resources::redact;
 use serde_json::Value;
 use std::fmt;
 
@@ -48,14 +50,28 @@ impl fmt::Display for Invalid {
     }
 }
 
-/// The errors found so far, at most [`MAX_ERRORS`] of them kept.
+/// The errors found so far, at most [`MAX_ERRORS`] of them kept, for an object of one kind.
 #[derive(Debug, Default)]
 pub struct Errors {
+    /// The kind of the object checked: which of its fields are secret
+    /// ([`crate::resources::redact::SECRET_FIELDS`]).
+    kind: String,
     pub(super) kept: Vec<FieldError>,
     pub(super) more: usize,
 }
 
 impl Errors {
+    /// The errors of an object of `kind`.
+    pub fn of_kind(kind: &str) -> Self {
+        Errors { kind: kind.to_string(), ..Errors::default() }
+    }
+
+    /// `v`, the value at `path`, as a message may quote it: cut short, and never the value of a
+    /// secret field.
+    pub fn quote(&self, path: &str, v: &Value) -> String {
+        if redact::is_secret_field(&self.kind, path) { redact::REDACTED.to_string() } else { shown(v) }
+    }
+
     pub fn push(&mut self, field: &str, message: String) {
         if self.kept.len() < MAX_ERRORS {
             self.kept.push(FieldError { field: field.to_string(), message });

@@ -1,7 +1,7 @@
 //! The API server's rules for `metadata` (apimachinery's `ValidateObjectMeta`), which no CRD
 //! schema states: the name's and the namespace's shape and length.
 
-use super::errors::{Errors, shown};
+use super::errors::Errors;
 use serde_json::Value;
 use std::sync::LazyLock;
 
@@ -69,20 +69,27 @@ pub fn check(meta: Option<&Value>, rule: NameRule, namespaced: bool, errs: &mut 
         None | Some(Value::Null) => errs.push("metadata.name", "Required value: name is required".into()),
         Some(Value::String(name)) => {
             if let Some(problem) = rule.problem(name) {
-                errs.push("metadata.name", format!("Invalid value: {}: {problem}", shown(&Value::from(name.as_str()))));
+                let value = errs.quote("metadata.name", &Value::from(name.as_str()));
+                errs.push("metadata.name", format!("Invalid value: {value}: {problem}"));
             }
         }
-        Some(other) => errs.push("metadata.name", format!("Invalid value: {}: must be a string", shown(other))),
+        Some(other) => {
+            let value = errs.quote("metadata.name", other);
+            errs.push("metadata.name", format!("Invalid value: {value}: must be a string"));
+        }
     }
     match meta.get("namespace") {
         None | Some(Value::Null) => {}
         Some(Value::String(ns)) if ns.is_empty() || !namespaced => {}
         Some(Value::String(ns)) => {
             if let Some(problem) = NameRule::Label.problem(ns) {
-                let value = shown(&Value::from(ns.as_str()));
+                let value = errs.quote("metadata.namespace", &Value::from(ns.as_str()));
                 errs.push("metadata.namespace", format!("Invalid value: {value}: {problem}"));
             }
         }
-        Some(other) => errs.push("metadata.namespace", format!("Invalid value: {}: must be a string", shown(other))),
+        Some(other) => {
+            let value = errs.quote("metadata.namespace", other);
+            errs.push("metadata.namespace", format!("Invalid value: {value}: must be a string"));
+        }
     }
 }

@@ -108,14 +108,17 @@ pub fn validate(object: &Value) -> Result<(), Invalid> {
     let Some(known) = REGISTRY.get(&(group.to_string(), version.to_string(), kind.to_string())) else {
         return Ok(());
     };
-    let mut errs = Errors::default();
+    let mut errs = Errors::of_kind(kind);
     meta::check(object.get("metadata"), known.name, known.namespaced, &mut errs);
     if let Some(schema) = &known.schema {
         let mut defaulted = object.clone();
         schema.apply_defaults(&mut defaulted);
         schema.check(&defaulted, "", &mut errs);
-        if group == "gateway.networking.k8s.io" && kind == "Gateway" {
-            rules::gateway_listeners(&defaulted, &mut errs);
+        match (group, kind) {
+            ("gateway.networking.k8s.io", "Gateway") => rules::gateway_listeners(&defaulted, &mut errs),
+            ("stunner.l7mp.io", "GatewayConfig") => rules::gateway_config(&defaulted, &mut errs),
+            ("stunner.l7mp.io", "UDPRoute") => rules::stunner_udp_route(&defaulted, &mut errs),
+            _ => {}
         }
     }
     if errs.is_empty() {

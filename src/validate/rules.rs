@@ -1,6 +1,9 @@
 //! The CEL rules (`x-kubernetes-validations`) of the Gateway API schemas that matter for
 //! STUNner's listeners, written out by hand (there is no CEL interpreter here): the rest of the
-//! CEL rules are not checked. Messages are the schema's own.
+//! CEL rules are not checked. Messages are the schema's own. Beside them, the operator's own
+//! rules that need nothing but the object ([`gateway_config`], [`stunner_udp_route`]): what
+//! the render would refuse anyway, refused at load time in standalone mode so that an invalid
+//! edit is held back rather than served.
 
 use super::errors::Errors;
 use serde_json::Value;
@@ -34,5 +37,39 @@ pub fn gateway_listeners(object: &Value, errs: &mut Errors) {
     if !listeners.iter().all(|l| seen.insert(combination(l))) {
         let message = "Combination of port, protocol and hostname must be unique for each listener";
         errs.push(field, format!("Invalid value: \"array\": {message}"));
+    }
+}
+
+/// The auth types the render takes (`render::auth`), matched as it matches them.
+const AUTH_TYPES: [&str; 6] = ["static", "plaintext", "ephemeral", "timewindowed", "longterm", "none"];
+
+/// A GatewayConfig's auth without an `authRef`: a known type and the inline credentials it
+/// needs. Values are not quoted: these are secret fields.
+pub fn gateway_config(object: &Value, errs: &mut Errors) {
+    let spec = object.get("spec");
+    let field = |name: &str| spec.and_then(|s| s.get(name)).filter(|v| !v.is_null());
+    if field("authRef").is_some() {
+        return; // the credentials come from a Secret, read at render
+    }
+    let auth_type = field("authType").and_then(Value::as_str).unwrap_or("static");
+    if !AUTH_TYPES.contains(&auth_type) {
+        let value = errs.quote("spec.authType", &Value::from(auth_type));
+        errs.push("spec.authType", format!("Unsupported value: {value}: supported values: {}", AUTH_TYPES.join(", ")));
+        return;
+    }
+    let needs: &[&str] = match auth_type {
+        "static" | "plaintext" => &["userName", "password"],
+        "none" => &[],
+        _ => &["sharedSecret"],
+    };
+    for name in needs.iter().filter(|n| field(n).is_none()) {
+        errs.push(&format!("spec.{name}"), format!("Required value: {auth_type} authentication needs it"));
+    }
+}
+
+/// A STUNner UDPRoute needs a rule: without one it has no backends (`NoRuleFound` at render).
+pub fn stunner_udp_route(object: &Value, errs: &mut Errors) {
+    if object.pointer("/spec/rules").is_none_or(Value::is_null) {
+        errs.push("spec.rules", "Required value: a route without rules has no backends".into());
     }
 }

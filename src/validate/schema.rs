@@ -224,13 +224,13 @@ impl Schema {
         }
         if self.int_or_string {
             if !(v.is_string() || v.is_i64() || v.is_u64()) {
-                errs.push(path, format!("Invalid value: {}: must be an integer or a string", shown(v)));
+                errs.push(path, format!("Invalid value: {}: must be an integer or a string", errs.quote(path, v)));
                 return;
             }
         } else if let Some(ty) = self.ty
             && !ty.matches(v)
         {
-            errs.push(path, format!("Invalid value: {}: must be of type {}", shown(v), ty.name()));
+            errs.push(path, format!("Invalid value: {}: must be of type {}", errs.quote(path, v), ty.name()));
             return;
         }
         self.check_enum(v, path, errs);
@@ -249,7 +249,10 @@ impl Schema {
             return;
         }
         let supported: Vec<String> = self.enumeration.iter().map(shown).collect();
-        errs.push(path, format!("Unsupported value: {}: supported values: {}", shown(v), supported.join(", ")));
+        errs.push(
+            path,
+            format!("Unsupported value: {}: supported values: {}", errs.quote(path, v), supported.join(", ")),
+        );
     }
 
     fn check_string(&self, s: &str, v: &Value, path: &str, errs: &mut Errors) {
@@ -263,12 +266,12 @@ impl Schema {
         if let Some(min) = self.min_length
             && len < min
         {
-            errs.push(path, format!("Invalid value: {}: must be at least {min} characters long", shown(v)));
+            errs.push(path, format!("Invalid value: {}: must be at least {min} characters long", errs.quote(path, v)));
         }
         if let Some(p) = &self.pattern
             && !p.is_match(s)
         {
-            errs.push(path, format!("Invalid value: {}: must match '{}'", shown(v), p.as_str()));
+            errs.push(path, format!("Invalid value: {}: must match '{}'", errs.quote(path, v), p.as_str()));
         }
         let valid_ip = match self.format {
             Some(Format::Ipv4) => s.parse::<std::net::Ipv4Addr>().is_ok(),
@@ -276,7 +279,7 @@ impl Schema {
             _ => true,
         };
         if !valid_ip {
-            errs.push(path, format!("Invalid value: {}: must be a valid IP address", shown(v)));
+            errs.push(path, format!("Invalid value: {}: must be a valid IP address", errs.quote(path, v)));
         }
     }
 
@@ -286,16 +289,16 @@ impl Schema {
             && (n < min || (exclusive && n == min))
         {
             let than = if exclusive { "greater than" } else { "greater than or equal to" };
-            errs.push(path, format!("Invalid value: {}: must be {than} {min}", shown(v)));
+            errs.push(path, format!("Invalid value: {}: must be {than} {min}", errs.quote(path, v)));
         }
         if let Some((max, exclusive)) = self.maximum
             && (n > max || (exclusive && n == max))
         {
             let than = if exclusive { "less than" } else { "less than or equal to" };
-            errs.push(path, format!("Invalid value: {}: must be {than} {max}", shown(v)));
+            errs.push(path, format!("Invalid value: {}: must be {than} {max}", errs.quote(path, v)));
         }
         if self.format == Some(Format::Int32) && v.as_i64().is_none_or(|i| i32::try_from(i).is_err()) {
-            errs.push(path, format!("Invalid value: {}: must be a 32-bit integer", shown(v)));
+            errs.push(path, format!("Invalid value: {}: must be a 32-bit integer", errs.quote(path, v)));
         }
     }
 
@@ -327,7 +330,9 @@ impl Schema {
             if let Some(id) = identity(item)
                 && !seen.insert(id.to_string())
             {
-                errs.push(&format!("{path}[{i}]"), format!("Duplicate value: {}", shown(&id)));
+                let at = format!("{path}[{i}]");
+                let message = format!("Duplicate value: {}", errs.quote(&at, &id));
+                errs.push(&at, message);
             }
         }
     }
@@ -367,15 +372,21 @@ impl Schema {
             scratch.is_empty()
         };
         if !self.any_of.is_empty() && !self.any_of.iter().any(passes) {
-            errs.push(path, format!("Invalid value: {}: must validate at least one schema (anyOf)", shown(v)));
+            errs.push(
+                path,
+                format!("Invalid value: {}: must validate at least one schema (anyOf)", errs.quote(path, v)),
+            );
         }
         if !self.one_of.is_empty() && self.one_of.iter().filter(|s| passes(s)).count() != 1 {
-            errs.push(path, format!("Invalid value: {}: must validate one and only one schema (oneOf)", shown(v)));
+            errs.push(
+                path,
+                format!("Invalid value: {}: must validate one and only one schema (oneOf)", errs.quote(path, v)),
+            );
         }
         if let Some(not) = &self.not
             && passes(not)
         {
-            errs.push(path, format!("Invalid value: {}: must not validate the schema (not)", shown(v)));
+            errs.push(path, format!("Invalid value: {}: must not validate the schema (not)", errs.quote(path, v)));
         }
     }
 }

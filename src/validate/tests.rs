@@ -179,13 +179,16 @@ fn errors_are_capped() {
 #[test]
 fn shipped_manifests_pass_except_golden_cases_of_objects_an_api_server_refuses() {
     let refused_cases = [
-        "admin-offload",         // offloadEngine "xdp": the pattern is case-sensitive
-        "admin-offload-invalid", // offloadEngine "bogus"
-        "auth-none",             // authType "none" is outside the CRD's pattern
+        "admin-offload",              // offloadEngine "xdp": the pattern is case-sensitive
+        "admin-offload-invalid",      // offloadEngine "bogus"
+        "auth-missing-password",      // the operator's own rule: plaintext needs both credentials
+        "auth-missing-shared-secret", // and longterm a shared secret
+        "auth-none",                  // authType "none" is outside the CRD's pattern
         "auth-unknown-type",
         "cluster-empty-backends", // backendRefs: minItems 1
         "cluster-no-rules",       // rules: minItems 1
         "gateway-no-listeners",   // listeners: minItems 1
+        "legacy-invalid-auth",    // the operator's own rule, as auth-missing-password
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
@@ -238,4 +241,29 @@ fn defaults_are_applied_before_the_rules_that_need_them() {
     );
     gw["spec"]["addresses"] = yaml("[{type: Hostname, value: example.com}]");
     assert_eq!(validate(&gw), Ok(()));
+}
+
+/// Every secret field of a GatewayConfig that fails its schema is named with why it failed,
+/// never with its value (`resources::redact`); other fields still quote theirs.
+#[test]
+fn invalid_secret_fields_are_named_without_their_values() {
+    for (field, value, quoted) in [
+        ("password", r#""Hunter2 Secret""#, "Hunter2 Secret"),
+        ("password", "987654321012", "987654321012"),
+        ("userName", r#""user name with spaces""#, "user name with spaces"),
+        ("userName", "[a, list]", "list"),
+        ("sharedSecret", "{nested: sekrit-map}", "sekrit-map"),
+        ("sharedSecret", "123456789", "123456789"),
+    ] {
+        for version in ["v1", "v1alpha1"] {
+            let config = yaml(&format!(
+                "apiVersion: stunner.l7mp.io/{version}\nkind: GatewayConfig\nmetadata: {{name: c, namespace: stunner}}\n\
+                 spec: {{realm: a_b, {field}: {value}}}\n"
+            ));
+            let err = validate(&config).unwrap_err().to_string();
+            assert!(err.contains(&format!("spec.{field}: Invalid value: <redacted>: ")), "{version} {field}: {err}");
+            assert!(!err.contains(quoted), "{version} {field}: {err}");
+            assert!(err.contains(r#"spec.realm: Invalid value: "a_b""#), "not a secret: {err}");
+        }
+    }
 }

@@ -35,6 +35,16 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub standalone: Option<PathBuf>,
 
+    /// Standalone mode: the most bytes of manifests read, all files together; a directory past
+    /// it is refused as a whole and the last good state stays in force.
+    #[arg(long, default_value_t = crate::source::manifests::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub standalone_max_bytes: u64,
+
+    /// Standalone mode: the most objects the manifests may hold, all files together; past it
+    /// the scan is refused as a whole and the last good state stays in force.
+    #[arg(long, default_value_t = crate::source::manifests::DEFAULT_MAX_OBJECTS, value_parser = parse_positive)]
+    pub standalone_max_objects: usize,
+
     /// The controller name GatewayClasses must name in spec.controllerName.
     #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_CONTROLLER_NAME", default_value = "stunner.l7mp.io/gateway-operator")]
     pub controller_name: String,

@@ -36,7 +36,9 @@ pub async fn follow(client: Client, index: Arc<DataplaneIndex>, shutdown: Cancel
         };
         match event {
             None => return,
-            Some(Err(e)) => tracing::warn!(error = %e, "dataplane pod watch failed; retrying"),
+            Some(Err(e)) => {
+                tracing::warn!(error = %super::source::watch_error(&e), "dataplane pod watch failed; retrying")
+            }
             Some(Ok(watcher::Event::Apply(pod))) => match dataplane_pod(&pod) {
                 Some(p) => index.apply(p),
                 None => index.remove(pod_namespace(&pod), pod_name(&pod)),

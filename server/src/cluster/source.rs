@@ -161,7 +161,7 @@ async fn follow<K: Wire>(api: Api<K>, config: watcher::Config, kind: Kind, feed:
                     barrier.arrive().await;
                 }
             }
-            Some(Err(e)) => tracing::warn!(?kind, error = %e, "watch failed; retrying"),
+            Some(Err(e)) => tracing::warn!(?kind, error = %watch_error(&e), "watch failed; retrying"),
             Some(Ok(event)) => {
                 let step = tracker.handle(event);
                 if !step.changes.is_empty() && feed.tx.send(Input::Changes(step.changes)).await.is_err() {
@@ -180,6 +180,12 @@ async fn follow<K: Wire>(api: Api<K>, config: watcher::Config, kind: Kind, feed:
 /// initial list: the CRD is not installed).
 fn is_not_served(e: &watcher::Error) -> bool {
     matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404)
+}
+
+/// A watch's error as logged: an object that fails to decode makes serde quote the value it
+/// could not take, which may be a secret's: values are dropped (`resources::redact`).
+pub(crate) fn watch_error(e: &watcher::Error) -> String {
+    stunner_gateway::resources::redact::without_values(&e.to_string())
 }
 
 #[cfg(test)]
@@ -203,5 +209,17 @@ mod tests {
         assert!(is_not_served(&watcher::Error::InitialListFailed(api(404))));
         assert!(!is_not_served(&watcher::Error::InitialListFailed(api(403))));
         assert!(!is_not_served(&watcher::Error::WatchFailed(api(404))));
+    }
+
+    /// A GatewayConfig the API server holds with a numeric password (a CRD installed without
+    /// its schema) fails to decode: the log names the type, not the value.
+    #[test]
+    fn a_watch_error_quotes_no_value() {
+        let body = r#"{"apiVersion":"stunner.l7mp.io/v1","kind":"GatewayConfig","metadata":{"name":"c"},"spec":{"password":987654321012}}"#;
+        let decode = serde_json::from_str::<stunner_gateway::resources::GatewayConfig>(body).unwrap_err();
+        let e = watcher::Error::InitialListFailed(kube::Error::SerdeError(decode));
+        assert!(e.to_string().contains("987654321012"), "serde quotes it: {e}");
+        let logged = watch_error(&e);
+        assert!(!logged.contains("987654321012") && logged.contains("invalid type: integer <redacted>"), "{logged}");
     }
 }

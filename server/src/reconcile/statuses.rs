@@ -1,8 +1,9 @@
 //! The statuses shown to people: recorded on the status board, logged once per change, and
-//! forgotten with their object.
+//! forgotten with their object; and the objects held at their last valid version.
 
 use super::Reconciler;
 use super::publish::Publisher;
+use crate::pipeline::Held;
 use stunner_gateway::cds::{Condition, ObjectStatus};
 use stunner_gateway::index::{Kind, ObjRef};
 
@@ -28,6 +29,18 @@ impl Publisher<'_> {
 }
 
 impl Reconciler {
+    /// Shows the objects a source holds at their last valid version: on the status board,
+    /// and counted in `stunner_gateway_operator_held_objects`.
+    pub(super) fn show_held(&self, held: &[Held]) {
+        let notes = held.iter().map(|h| {
+            let api = h.object.kind.api();
+            let key = &h.object.key;
+            (api.api_version, api.kind, key.namespace.to_string(), key.name.to_string(), h.why.clone())
+        });
+        self.outputs.statuses.set_held(notes.collect());
+        self.outputs.metrics.held_objects.set(i64::try_from(held.len()).unwrap_or(i64::MAX));
+    }
+
     pub(super) fn forget_status(&self, r: &ObjRef) {
         if matches!(r.kind, Kind::Gateway | Kind::GatewayClass | Kind::UdpRoute | Kind::GatewayUdpRoute) {
             let api = r.kind.api();

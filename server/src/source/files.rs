@@ -3,36 +3,59 @@
 //! Objects are loaded as an API server would store them after `kubectl apply -f DIR -R` (see
 //! [`stunner_gateway::manifest`]). They are kept per file, so a broken edit leaves that file's
 //! last good objects in force, and diffed against what was applied before, so each rescan
-//! yields only the objects that really changed or went away.
+//! yields only the objects that really changed or went away. An object that was applied and
+//! whose document an API server would now refuse is held at its last valid version, as an API
+//! server keeps an object whose update it refused: only removing its document (or its file)
+//! removes it. An object that was never valid is never applied.
 
-use super::manifests::{self, ManifestSet, Rescan};
+use super::manifests::{self, Budget, ManifestSet, Rescan};
 use crate::pipeline::Change;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use stunner_gateway::index::ObjRef;
+use stunner_gateway::manifest::Origin;
 
 pub struct FileSource {
     dir: PathBuf,
+    budget: Budget,
     manifests: ManifestSet,
     /// The digest of what was last applied of each object ([`stunner_gateway::index::Resource::digest`]).
     applied: BTreeMap<ObjRef, u64>,
+    /// The applied objects held at their last valid version, with where the invalid edit is.
+    held: BTreeMap<ObjRef, Origin>,
 }
 
 impl FileSource {
     /// A source for `dir`; fails if it is not a readable directory.
     pub fn new(dir: &Path) -> std::io::Result<Self> {
         std::fs::read_dir(dir)?;
-        Ok(FileSource { dir: dir.to_path_buf(), manifests: ManifestSet::default(), applied: BTreeMap::new() })
+        Ok(FileSource {
+            dir: dir.to_path_buf(),
+            budget: Budget::default(),
+            manifests: ManifestSet::default(),
+            applied: BTreeMap::new(),
+            held: BTreeMap::new(),
+        })
+    }
+
+    /// The same source with another budget.
+    pub fn with_budget(self, budget: Budget) -> Self {
+        FileSource { budget, ..self }
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The objects held at their last valid version, with where the invalid edit is.
+    pub fn held(&self) -> &BTreeMap<ObjRef, Origin> {
+        &self.held
+    }
+
     /// Re-reads the directory; returns what the rescan found and the index changes to make.
     pub fn rescan(&mut self) -> std::io::Result<(Rescan, Vec<Change>)> {
-        let (report, mut loaded) = self.manifests.rescan(&self.dir)?;
-        if report.changed.is_empty() {
+        let (report, mut loaded) = self.manifests.rescan(&self.dir, self.budget)?;
+        if report.changed.is_empty() && report.errors.is_empty() {
             return Ok((report, Vec::new()));
         }
         // Later files win over earlier ones for the same object, like repeated applies.
@@ -47,8 +70,22 @@ impl FileSource {
                 );
             }
         }
-        let mut changes: Vec<Change> =
-            self.applied.keys().filter(|r| !desired.contains_key(*r)).map(|r| Change::Delete(r.clone())).collect();
+        // Held: applied, and either no valid document defines it any more, or the one that
+        // does is the kept text of a file that now fails to load.
+        let held: BTreeMap<ObjRef, Origin> = self
+            .manifests
+            .invalid_edits()
+            .filter(|(object, at)| {
+                self.applied.contains_key(*object) && desired.get(*object).is_none_or(|(path, _)| *path == at.path)
+            })
+            .map(|(object, at)| (object.clone(), at))
+            .collect();
+        let mut changes: Vec<Change> = self
+            .applied
+            .keys()
+            .filter(|r| !desired.contains_key(*r) && !held.contains_key(*r))
+            .map(|r| Change::Delete(r.clone()))
+            .collect();
         for (object, (path, entry)) in desired {
             if self.applied.get(object) == Some(&entry.digest) {
                 continue;
@@ -69,6 +106,7 @@ impl FileSource {
                 self.applied.remove(r);
             }
         }
+        self.held = held;
         Ok((report, changes))
     }
 }
@@ -152,11 +190,19 @@ mod tests {
         std::fs::write(dir.join("gw.yaml"), file.replace("70000", "3479")).unwrap();
         let (_, changes) = src.rescan().unwrap();
         assert_eq!(summary(&changes), ["apply Gateway default/gw-port"]);
-        // Broken by an edit: withdrawn (an API server would keep the last accepted version).
+        // Broken by an edit: held at its last valid version, as an API server keeps the last
+        // version it accepted.
         std::fs::write(dir.join("gw.yaml"), file.replace("70000", "-1")).unwrap();
         let (report, changes) = src.rescan().unwrap();
-        assert_eq!(summary(&changes), ["delete Gateway default/gw-port"]);
+        assert_eq!(summary(&changes), Vec::<String>::new());
         assert!(report.skipped[0].reason.to_string().contains("spec.listeners[0].port: Invalid value: -1"));
+        let held: Vec<String> = src.held().iter().map(|(r, at)| format!("{} at {at}", r.key)).collect();
+        assert_eq!(held, [format!("default/gw-port at {}:12", dir.join("gw.yaml").display())]);
+        // Its document removed: deleted, held no more.
+        std::fs::write(dir.join("gw.yaml"), GATEWAY).unwrap();
+        let (_, changes) = src.rescan().unwrap();
+        assert_eq!(summary(&changes), ["delete Gateway default/gw-port"]);
+        assert!(src.held().is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -23,7 +23,7 @@ use super::files::FileSource;
 use super::manifests::Rescan;
 use super::watcher::{self, Writes};
 use crate::admin::Readiness;
-use crate::pipeline::{Change, Input};
+use crate::pipeline::{Change, Held, Input};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -185,6 +185,8 @@ struct Follower {
     interrupted_since: Option<Instant>,
     /// The files that hold none of the objects they held, since when (see [`EMPTIED_CONFIRM`]).
     emptied: BTreeMap<PathBuf, Instant>,
+    /// The objects last reported held at their last valid version.
+    held: Vec<Held>,
 }
 
 impl Follower {
@@ -196,6 +198,7 @@ impl Follower {
             withheld: Vec::new(),
             interrupted_since: None,
             emptied: BTreeMap::new(),
+            held: Vec::new(),
         }
     }
 
@@ -253,7 +256,32 @@ impl Follower {
             tracing::info!(files = report.changed.len(), objects = changes.len(), "manifests changed");
             let _ = self.tx.send(Input::Changes(changes)).await;
         }
+        self.report_held().await;
         if report.incomplete() { Scan::Incomplete } else { Scan::Complete }
+    }
+
+    /// Says which objects are held at their last valid version, when that changed: each newly
+    /// held one at WARN with where the invalid edit is, each released at INFO, and the list to
+    /// the render loop (statuses, metric).
+    async fn report_held(&mut self) {
+        let source = self.source.as_ref().expect("not rescanning");
+        let held: Vec<Held> = source
+            .held()
+            .iter()
+            .map(|(object, at)| Held { object: object.clone(), why: format!("invalid edit at {at}") })
+            .collect();
+        if held == self.held {
+            return;
+        }
+        let name = |h: &Held| format!("{} {}", h.object.kind.api().kind, h.object.key);
+        for h in held.iter().filter(|h| !self.held.contains(h)) {
+            tracing::warn!("{}: held at its last valid version: {}", name(h), h.why);
+        }
+        for h in self.held.iter().filter(|h| !held.iter().any(|n| n.object == h.object)) {
+            tracing::info!("{}: no longer held at an older version", name(h));
+        }
+        self.held = held.clone();
+        let _ = self.tx.send(Input::Held(held)).await;
     }
 
     /// Adds a rescan's changes to those not handed on yet; a later change of an object
@@ -293,7 +321,9 @@ fn problems(report: &Rescan) -> Vec<String> {
     let dirs = report.skipped_dirs.iter().map(|(path, e)| {
         format!("{}: {e}; directory skipped (the files last read there stay in force)", path.display())
     });
-    errors.chain(skipped).chain(unreadable).chain(dirs).collect()
+    let refused =
+        report.refused.iter().map(|e| format!("{e}: the scan is refused, the last good state stays in force"));
+    errors.chain(skipped).chain(unreadable).chain(dirs).chain(refused).collect()
 }
 
 #[cfg(test)]

@@ -7,6 +7,9 @@
 //! - Symbolic links are followed (mounted ConfigMaps are links), but each real directory is
 //!   walked once: links to `.` or to a parent cannot make the walk loop or explode.
 //! - A file larger than [`MAX_FILE_BYTES`] is not read.
+//! - Listing reads no file: it says what is there and how large (so a directory past its
+//!   budget is refused before anything is read), and [`read`] reads one file when its turn
+//!   comes, so a rescan holds one file's new text at a time.
 //! - A file or subdirectory that cannot be read is reported and skipped, by name; the rest of
 //!   the directory still applies. Only the top directory itself failing fails the listing.
 
@@ -58,13 +61,20 @@ pub enum SkippedDir {
 /// Every manifest file under a directory, in path order.
 #[derive(Debug, Default)]
 pub struct Listing {
-    /// Each manifest file found, with its text or why it was not read.
-    pub files: Vec<(PathBuf, Result<String, Unreadable>)>,
+    /// Each manifest file found, with its size when listed or why it cannot be read.
+    pub files: Vec<(PathBuf, Result<u64, Unreadable>)>,
     /// Subdirectories that were not walked: what they held is unknown.
     pub skipped_dirs: Vec<(PathBuf, SkippedDir)>,
 }
 
-/// Lists and reads every manifest under `dir` (recursively; hidden entries are skipped).
+impl Listing {
+    /// The bytes of the files that can be read, as listed.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().filter_map(|(_, size)| size.as_ref().ok()).sum()
+    }
+}
+
+/// Lists every manifest under `dir` (recursively; hidden entries are skipped).
 /// Fails only if `dir` itself cannot be listed.
 pub fn list(dir: &Path) -> io::Result<Listing> {
     let mut walk = Walk { visited: HashSet::new(), listing: Listing::default() };
@@ -91,10 +101,8 @@ impl Walk {
             match std::fs::metadata(&path) {
                 Ok(meta) if meta.is_dir() => self.dir(path, &meta, depth),
                 _ if !is_manifest(&path) => {}
-                Ok(meta) if meta.is_file() => {
-                    let content = read_regular_file(&path);
-                    self.file(path, content);
-                }
+                Ok(meta) if meta.is_file() && meta.len() > MAX_FILE_BYTES => self.file(path, Err(Unreadable::TooLarge)),
+                Ok(meta) if meta.is_file() => self.file(path, Ok(meta.len())),
                 Ok(_) => self.file(path, Err(Unreadable::NotRegular)),
                 // Removed since the listing: gone, not broken.
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !is_symlink(&path) => {}
@@ -119,8 +127,8 @@ impl Walk {
         }
     }
 
-    fn file(&mut self, path: PathBuf, content: Result<String, Unreadable>) {
-        self.listing.files.push((path, content));
+    fn file(&mut self, path: PathBuf, size: Result<u64, Unreadable>) {
+        self.listing.files.push((path, size));
     }
 }
 
@@ -138,7 +146,7 @@ fn read_dir_sorted(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// Reads a file that was a regular file when listed, checking again on the open handle.
-fn read_regular_file(path: &Path) -> Result<String, Unreadable> {
+pub fn read(path: &Path) -> Result<String, Unreadable> {
     let file =
         std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(Unreadable::Io)?;
     let meta = file.metadata().map_err(Unreadable::Io)?;
@@ -204,9 +212,9 @@ mod tests {
         let outcome: Vec<String> = listing
             .files
             .iter()
-            .map(|(p, r)| {
+            .map(|(p, size)| {
                 let name = p.file_name().unwrap().to_str().unwrap();
-                match r {
+                match size.as_ref().map_err(ToString::to_string).and_then(|_| read(p).map_err(|e| e.to_string())) {
                     Ok(text) => format!("{name}: {text:?}"),
                     Err(e) => format!("{name}: {e}"),
                 }

@@ -497,12 +497,16 @@ impl Operator {
             }
         }
         argv.extend(args);
-        let mut child = tokio::process::Command::new(bin)
+        let mut command = tokio::process::Command::new(bin);
+        // RUST_LOG beats the zap flags: a test that sets the level gets exactly that.
+        if !args.iter().any(|a| a.starts_with("--zap-log-level")) {
+            command.env("RUST_LOG", "info,kube=warn");
+        }
+        let mut child = command
             .args(&argv)
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
             .env("POD_NAME", name)
-            .env("RUST_LOG", "info,kube=warn")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -519,7 +523,7 @@ impl Operator {
             let mut tx = Some(tx);
             let mut file = std::fs::OpenOptions::new().create(true).append(true).open(file_path).unwrap();
             while let Ok(Some(line)) = lines.next_line().await {
-                let served = line.split("address=").nth(1).filter(|_| line.contains("serving config discovery"));
+                let served = served_address(&line);
                 if let Some(addr) = served
                     && let Some(tx) = tx.take()
                 {
@@ -602,6 +606,15 @@ async fn cds_get(cds: SocketAddr, path: &str) -> Option<StunnerConfig> {
     serde_json::from_value(item).ok()
 }
 
+/// The CDS address from the operator's "serving config discovery" line, in either log encoding.
+fn served_address(line: &str) -> Option<&str> {
+    if !line.contains("serving config discovery") {
+        return None;
+    }
+    let console = line.split("address=").nth(1).map(|rest| rest.split_whitespace().next().unwrap_or(rest));
+    console.or_else(|| line.split("\"address\":\"").nth(1)?.split('"').next())
+}
+
 impl Drop for Operator {
     fn drop(&mut self) {
         if std::thread::panicking() {
@@ -616,7 +629,7 @@ impl Drop for Operator {
 }
 
 /// A minimal HTTP/1.1 GET: (status, body).
-async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;

@@ -112,7 +112,7 @@ impl fmt::Debug for GatewayConfigSpec {
             .field("dataplane", &self.dataplane)
             .field("realm", &self.realm)
             .field("auth_type", &self.auth_type)
-            .field("username", &self.username)
+            .field("username", &crate::resources::redacted(&self.username))
             .field("password", &crate::resources::redacted(&self.password))
             .field("shared_secret", &crate::resources::redacted(&self.shared_secret))
             .field("auth_lifetime", &self.auth_lifetime)

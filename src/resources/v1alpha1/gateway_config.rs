@@ -111,7 +111,7 @@ impl fmt::Debug for GatewayConfigSpec {
             .field("metrics_endpoint", &self.metrics_endpoint)
             .field("health_check_endpoint", &self.health_check_endpoint)
             .field("auth_type", &self.auth_type)
-            .field("username", &self.username)
+            .field("username", &crate::resources::redacted(&self.username))
             .field("password", &crate::resources::redacted(&self.password))
             .field("shared_secret", &crate::resources::redacted(&self.shared_secret))
             .field("auth_lifetime", &self.auth_lifetime)

@@ -70,6 +70,9 @@ pub fn statuses(list: &StatusList) -> String {
     let mut s = String::new();
     for o in &list.items {
         let _ = writeln!(s, "{} {}", o.kind, o.key());
+        if let Some(why) = o.held() {
+            let _ = writeln!(s, "  held: {why}");
+        }
         conditions(&mut s, "  ", &o.conditions());
         match o.kind.as_str() {
             "Gateway" => {
