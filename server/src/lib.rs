@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cluster;
 pub mod console;
 #[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod listener;
 pub mod logs;

@@ -23,12 +23,13 @@ mod statuses;
 mod tests;
 
 use crate::metrics::{Controller, ReconcileLabels, ReconcileResult, unix_now};
-use crate::pipeline::{Change, Input, Outputs};
+use crate::pipeline::Outputs;
 use crate::source::owned::OwnedObjects;
 use coalesce::Coalescer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use service_wait::{SERVICE_WAIT, ServiceWait};
 use std::time::Duration;
+use stunner_gateway::index::{Change, Input};
 use stunner_gateway::index::{Dirty, Index};
 use stunner_gateway::render::RenderSettings;
 use tokio::sync::mpsc;

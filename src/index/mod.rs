@@ -6,6 +6,7 @@
 //! the typed accessors and the reverse-reference queries. Everything is keyed and iterated in
 //! [`ObjectKey`] order, so nothing here depends on insertion order.
 
+mod change;
 mod controller;
 mod convert;
 mod decode;
@@ -21,6 +22,7 @@ mod referrers;
 mod refs;
 mod store;
 
+pub use change::{Change, Held, Input};
 pub use controller::Controller;
 pub use convert::convert_gateway_udp_route;
 pub use decode::decode_value;

@@ -18,8 +18,8 @@ pub mod source;
 pub mod translate;
 pub mod writer;
 
-use crate::pipeline::Input;
 use kube::Client;
+use stunner_gateway::index::Input;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;

@@ -184,7 +184,7 @@ async fn lookup(lookups: Arc<Semaphore>, resolve: Resolver, host: String) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Change;
+    use stunner_gateway::index::Change;
 
     /// What the render loop does with each change.
     fn see(feed: &NodeFeed, change: &Change) {

@@ -7,12 +7,12 @@
 //! succeeds the operator stays unsynced and serves nothing, which is the point.
 
 use super::translate::Tracker;
-use crate::pipeline::Input;
 use futures_util::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use stunner_gateway::index::Input;
 use stunner_gateway::index::{Kind, KindVisitor, Wire};
 use stunner_gateway::keys::{OWNED_BY_LABEL, OWNED_BY_VALUE};
 use tokio::sync::mpsc;

@@ -9,9 +9,9 @@
 //! ([`Change::apply_to`]).
 
 use super::ops::FIELD_MANAGER;
-use crate::pipeline::Change;
 use kube::runtime::watcher::Event;
 use std::collections::BTreeMap;
+use stunner_gateway::index::Change;
 use stunner_gateway::index::{Kind, ObjRef, ObjectKey, Resource};
 
 /// What one watch event amounts to.

@@ -12,10 +12,10 @@
 //! operator's own objects only where the route names a Gateway's Service as a backend.
 
 use super::publish::Publisher;
-use crate::pipeline::Change;
 use crate::source::owned::OwnedObjects;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::collections::BTreeMap;
+use stunner_gateway::index::Change;
 use stunner_gateway::index::{ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSink};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};

@@ -3,8 +3,8 @@
 
 use super::Reconciler;
 use super::publish::Publisher;
-use crate::pipeline::Held;
 use stunner_gateway::cds::{Condition, ObjectStatus};
+use stunner_gateway::index::Held;
 use stunner_gateway::index::{Kind, ObjRef};
 
 impl Publisher<'_> {

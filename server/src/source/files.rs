@@ -9,9 +9,9 @@
 //! removes it. An object that was never valid is never applied.
 
 use super::manifests::{self, Budget, ManifestSet, Rescan};
-use crate::pipeline::Change;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use stunner_gateway::index::Change;
 use stunner_gateway::index::ObjRef;
 use stunner_gateway::manifest::Origin;
 

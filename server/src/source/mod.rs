@@ -1,6 +1,6 @@
 //! Where the operator's view of the world comes from: a directory of manifests in
 //! standalone mode ([`files`], built on [`manifests`] and [`watcher`]), sent to the render
-//! loop as [`crate::pipeline::Change`]s.
+//! loop as [`Change`](stunner_gateway::index::Change)s.
 
 pub mod files;
 pub mod manifests;

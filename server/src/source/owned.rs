@@ -9,7 +9,6 @@
 //! Maps merge key by key; lists are replaced as a whole (the renderer already carries over what
 //! it keeps of a live list, such as allocated node ports).
 
-use crate::pipeline::Change;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use serde::Serialize;
@@ -17,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use stunner_gateway::index::Change;
 use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::render::{GatewayOutput, Owned};
 
