@@ -3,7 +3,7 @@
 //! `tests/deploytool/build.sh`; `scripts/test` runs it). `DEPLOYTOOL` overrides the binary.
 //!
 //! What is pinned: the objects and names both render, the operator pod (CDS label, args, env),
-//! the optional objects (PDB, ServiceMonitor, pprof), one RBAC truth (the chart's ClusterRole
+//! the optional objects (PDB, ServiceMonitor, PrometheusRule, Grafana dashboard, pprof), one RBAC truth (the chart's ClusterRole
 //! equals the manifests'), RBAC covering every kind `server/src/cluster/source.rs` watches and
 //! `server/src/cluster/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
 //! operator-behavior.md §10.2, and every namespaced object in `stunner-system`.
@@ -392,6 +392,37 @@ fn helm_service_monitor_only_when_enabled() {
     assert!(selects(&sm["spec"]["selector"]["matchLabels"], labels));
     let cds = find(&objs, "Service", "stunner-config-discovery");
     assert!(!selects(&sm["spec"]["selector"]["matchLabels"], cds["metadata"]["labels"].as_object().unwrap()));
+}
+
+/// The alerts and the dashboard ship as they are checked (server/tests/monitoring.rs,
+/// tests/monitoring/alerts.test.yaml): the PrometheusRule's spec is monitoring/alerts.yaml, the
+/// ConfigMap for Grafana's sidecar holds monitoring/dashboard.json; neither without its toggle.
+#[test]
+fn helm_prometheus_rule_and_grafana_dashboard_only_when_enabled() {
+    if !deploytool_built() {
+        return;
+    }
+    let defaults = helm(&[]);
+    assert!(!has(&defaults, "PrometheusRule") && !has(&defaults, "ConfigMap"));
+    let objs = helm(&["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true"]);
+    let monitoring = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    let rule = find(&objs, "PrometheusRule", OPERATOR);
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    let alerts: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(monitoring.join("alerts.yaml")).unwrap()).unwrap();
+    assert_eq!(rule["spec"], alerts);
+    let dashboard = find(&objs, "ConfigMap", "stunner-gateway-operator-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
+    let checked: Value =
+        serde_json::from_str(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap()).unwrap();
+    assert_eq!(shipped, checked);
+    let elsewhere = helm(&["metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"]);
+    assert_eq!(
+        find(&elsewhere, "ConfigMap", "stunner-gateway-operator-dashboard")["metadata"]["namespace"],
+        "monitoring"
+    );
 }
 
 #[test]

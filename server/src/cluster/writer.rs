@@ -138,6 +138,7 @@ impl Writer {
             tokio::pin!(wake);
             wake.as_mut().enable();
             let leading = *leader.borrow_and_update();
+            self.shared.metrics.set_leader(super::lease::LEASE_NAME, leading);
             if leading && (retry_at.is_none_or(|t| t <= Instant::now())) {
                 retry_at = self.write_pending(&sink, &leader).await.then(|| Instant::now() + RESYNC);
             }
