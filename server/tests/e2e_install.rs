@@ -211,11 +211,18 @@ fn helm(node: &Node, verb: &str, extra: &[&str]) {
     );
 }
 
+/// The `stunnerctl` that `cargo test --workspace` built beside this test binary (which lives in
+/// `<target>/<profile>/deps/`), so a `CARGO_TARGET_DIR` elsewhere is followed.
+fn stunnerctl_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent().and_then(|deps| deps.parent()).expect("<target>/<profile>/deps").join("stunnerctl")
+}
+
 /// `stunnerctl` (client crate, built by `cargo test --workspace`) as a user with only the
 /// node's kubeconfig: it finds the CDS and the dataplane pods and port-forwards through the
 /// API server and the kubelet. Panics with its output on failure.
 fn stunnerctl(node: &Node, args: &[&str]) -> String {
-    let bin = repo_file("target/debug/stunnerctl");
+    let bin = stunnerctl_bin();
     assert!(bin.exists(), "{} is missing: cargo build -p stunner-gateway-client", bin.display());
     let out = Command::new(bin)
         .args(["--kubeconfig", node.kubeconfig.to_str().unwrap()])
@@ -664,7 +671,7 @@ fn stunnerctl_from_pod(node: &Node, pod_ip: std::net::Ipv4Addr, cds: SocketAddr,
     let netns = node.pod_netns(pod_ip);
     let out = Command::new("nsenter")
         .arg(format!("--net={}", netns.display()))
-        .arg(repo_file("target/debug/stunnerctl"))
+        .arg(stunnerctl_bin())
         .args(["--cds-server-address", &format!("http://{cds}")])
         .args(args)
         .output()
