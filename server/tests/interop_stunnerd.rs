@@ -317,30 +317,42 @@ spec:
     s
 }
 
-const ROUTE: &str = "apiVersion: stunner.l7mp.io/v1
-kind: UDPRoute
+/// A route (`api`, `kind`) named `name` in `stunner` from the Gateway (its listener `section`,
+/// or every listener) to the StaticService `backend`.
+fn route_yaml(api: &str, kind: &str, name: &str, section: Option<&str>, backend: &str) -> String {
+    let section = section.map(|l| format!("\n      sectionName: {l}")).unwrap_or_default();
+    format!(
+        "apiVersion: {api}
+kind: {kind}
 metadata:
-  name: media-plane
+  name: {name}
   namespace: stunner
 spec:
   parentRefs:
-    - name: udp-gateway
+    - name: udp-gateway{section}
   rules:
     - backendRefs:
         - group: stunner.l7mp.io
           kind: StaticService
-          name: media-servers
-";
+          name: {backend}
+"
+    )
+}
 
-const STATIC_SERVICE: &str = "apiVersion: stunner.l7mp.io/v1
+/// A StaticService named `name` in `stunner` with the one prefix `prefix`.
+fn static_service_yaml(name: &str, prefix: &str) -> String {
+    format!(
+        "apiVersion: stunner.l7mp.io/v1
 kind: StaticService
 metadata:
-  name: media-servers
+  name: {name}
   namespace: stunner
 spec:
   prefixes:
-    - \"127.0.0.1/32\"
-";
+    - \"{prefix}\"
+"
+    )
+}
 
 fn indent(pem: &str) -> String {
     pem.lines().map(|l| format!("    {l}\n")).collect()
@@ -353,8 +365,9 @@ fn manifests(name: &str, auth: &Auth, listeners: &[(&str, &str, u16)], cert: Opt
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("gatewayclass.yaml"), gatewayclass_yaml(auth)).unwrap();
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml(listeners)).unwrap();
-    std::fs::write(dir.join("route.yaml"), ROUTE).unwrap();
-    std::fs::write(dir.join("staticservice.yaml"), STATIC_SERVICE).unwrap();
+    let route = route_yaml("stunner.l7mp.io/v1", "UDPRoute", "media-plane", None, "media-servers");
+    std::fs::write(dir.join("route.yaml"), route).unwrap();
+    std::fs::write(dir.join("staticservice.yaml"), static_service_yaml("media-servers", "127.0.0.1/32")).unwrap();
     if let Some((crt, key)) = cert {
         let secret = format!(
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls-secret\n  namespace: stunner\n\
@@ -963,58 +976,6 @@ async fn tcp_echo_backends(ips: &[&str]) -> u16 {
     port
 }
 
-/// A UDPRoute to `udp-only` (127.0.0.3) on the TURN-TCP listener: a `protocol: UDP` cluster.
-const UDP_ONLY_ROUTE: &str = "apiVersion: stunner.l7mp.io/v1
-kind: UDPRoute
-metadata:
-  name: udp-only
-  namespace: stunner
-spec:
-  parentRefs:
-    - name: udp-gateway
-  rules:
-    - backendRefs:
-        - group: stunner.l7mp.io
-          kind: StaticService
-          name: udp-only
-";
-
-/// The Gateway API v1 TCPRoute to `tcp-backends` (127.0.0.1): a `protocol: TCP` cluster.
-const TCP_ROUTE: &str = "apiVersion: gateway.networking.k8s.io/v1
-kind: TCPRoute
-metadata:
-  name: tcp-backends
-  namespace: stunner
-spec:
-  parentRefs:
-    - name: udp-gateway
-      sectionName: tcp-listener
-  rules:
-    - backendRefs:
-        - group: stunner.l7mp.io
-          kind: StaticService
-          name: tcp-backends
-";
-
-const STATIC_SERVICES_TCP: &str = "apiVersion: stunner.l7mp.io/v1
-kind: StaticService
-metadata:
-  name: tcp-backends
-  namespace: stunner
-spec:
-  prefixes:
-    - \"127.0.0.1/32\"
----
-apiVersion: stunner.l7mp.io/v1
-kind: StaticService
-metadata:
-  name: udp-only
-  namespace: stunner
-spec:
-  prefixes:
-    - \"127.0.0.3/32\"
-";
-
 /// A TCPRoute reaches a real dataplane as a TCP cluster: stunnerd from the head of l7mp/stunner
 /// (`STUNNER_GIT`) takes what we render over CDS, makes RFC 6062 TCP allocations on its TURN-TCP
 /// listener only while a `protocol: TCP` cluster is routed there, and connects them to the TCP
@@ -1031,8 +992,12 @@ async fn stunnerd_at_stunner_git_head_relays_tcp_allocations_to_tcproute_backend
     let tcp = ports::free_ports(1)[0];
     let auth = Auth::Static { user: "user-1", password: "pass-1" };
     let dir = manifests("tcproute", &auth, &[("tcp-listener", "TCP", tcp)], None);
-    std::fs::write(dir.join("route.yaml"), UDP_ONLY_ROUTE).unwrap();
-    std::fs::write(dir.join("staticservice.yaml"), STATIC_SERVICES_TCP).unwrap();
+    // A UDPRoute to 127.0.0.3 (a `protocol: UDP` cluster), and the TCPRoute's backend 127.0.0.1.
+    let udp_only = route_yaml("stunner.l7mp.io/v1", "UDPRoute", "udp-only", None, "udp-only");
+    std::fs::write(dir.join("route.yaml"), udp_only).unwrap();
+    let services =
+        [static_service_yaml("udp-only", "127.0.0.3/32"), static_service_yaml("tcp-backends", "127.0.0.1/32")];
+    std::fs::write(dir.join("staticservice.yaml"), services.join("---\n")).unwrap();
     let port = tcp_echo_backends(&["127.0.0.1", "127.0.0.2", "127.0.0.3"]).await;
     let peer = |ip: &str| -> SocketAddr { format!("{ip}:{port}").parse().unwrap() };
     let (backend, unnamed, udp_only) = (peer("127.0.0.1"), peer("127.0.0.2"), peer("127.0.0.3"));
@@ -1046,7 +1011,9 @@ async fn stunnerd_at_stunner_git_head_relays_tcp_allocations_to_tcproute_backend
     let no_tcp_cluster = probe.refused("a TCP allocation with no TCP cluster routed", &sd, backend, ALLOCATE).await;
 
     // The TCPRoute, live: we render a `protocol: TCP` cluster on the listener's routes.
-    rewrite(&dir, "tcproute.yaml", TCP_ROUTE);
+    let tcp_route =
+        route_yaml("gateway.networking.k8s.io/v1", "TCPRoute", "tcp-backends", Some("tcp-listener"), "tcp-backends");
+    rewrite(&dir, "tcproute.yaml", &tcp_route);
     let first = probe.relays("a TCP allocation to the TCPRoute's backend", &sd, backend).await;
     let (code, body) = http_get(&daemon.addr, "/api/v1/configs/stunner/udp-gateway").await;
     assert_eq!(code, 200, "{body}");

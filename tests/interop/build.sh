@@ -13,7 +13,8 @@
 #                  lacks (TCP clusters, l7mp/stunner#232); its HEAD is exported into upstream/
 #                  (gitignored) and built with its own go.mod. Unset: skipped with a notice.
 # Idempotent: a binary is rebuilt only when older than go.mod, go.sum, this
-# script or (for our own commands under cmd/) their sources. Needs only `go` and the module proxy.
+# script or (for our own commands under cmd/) their sources and the shared ones under internal/.
+# Needs only `go` and the module proxy.
 # Usage: build.sh [--force]
 set -euo pipefail
 
@@ -56,7 +57,7 @@ fresh() {
   local inputs=(go.mod go.sum build.sh)
   if [[ "${pkgs[$1]}" == ./* ]]; then
     while IFS= read -r -d '' f; do inputs+=("$f"); done \
-      < <(find "${pkgs[$1]}" -type f -name '*.go' -print0)
+      < <(find "${pkgs[$1]}" internal -type f -name '*.go' -print0)
   fi
   for f in "${inputs[@]}"; do
     [[ "$bin" -nt "$f" ]] || return 1

@@ -21,15 +21,14 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"interop/internal/outcome"
 
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
@@ -47,33 +46,12 @@ type verdict struct {
 	RttMs      []float64 `json:"rtt_ms,omitempty"`
 }
 
-var (
-	outMu sync.Mutex
-	done  bool
-	// how far the main path got, for the watchdog's verdict
-	stage atomic.Value
-)
-
 func setStage(v *verdict, s string) {
 	v.Stage = s
-	stage.Store(s)
+	outcome.SetStage(s)
 }
 
-// report prints the verdict once (the watchdog and the main path may race) and exits.
-func report(v verdict) {
-	outMu.Lock()
-	if done {
-		outMu.Unlock()
-		select {} // the other path is exiting
-	}
-	done = true
-	b, _ := json.Marshal(v)
-	fmt.Println(string(b))
-	if v.OK {
-		os.Exit(0)
-	}
-	os.Exit(1)
-}
+func report(v verdict) { outcome.Report(v, v.OK) }
 
 func fail(v verdict, err error) {
 	v.Error = err.Error()
@@ -105,11 +83,10 @@ func main() {
 	}
 
 	v := verdict{Stage: "connect"}
-	stage.Store(v.Stage)
-	go func() {
-		time.Sleep(*timeout)
-		report(verdict{Stage: stage.Load().(string), Error: fmt.Sprintf("timed out after %s", *timeout)})
-	}()
+	outcome.SetStage(v.Stage)
+	outcome.Watchdog(*timeout, func(stage string) any {
+		return verdict{Stage: stage, Error: fmt.Sprintf("timed out after %s", *timeout)}
+	})
 
 	serverAddr, err := net.ResolveTCPAddr("tcp4", *server)
 	if err != nil {
