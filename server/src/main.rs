@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::index::Input;
 use stunner_gateway::render::RenderSettings;
+use stunner_gateway_cds::authz::{self, Authorizer, DataplaneIndex};
+use stunner_gateway_cds::{self as cds, CdsMetrics, ConfigStore, Opening, ServerSettings};
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
-use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
-use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, Opening, ServerSettings};
 use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
@@ -210,7 +210,8 @@ impl Source {
                     reference_grants: args.enforce_reference_grants,
                     namespace,
                     identity: lease::identity(args.pod_name.as_deref(), args.hostname.as_deref()),
-                    dataplane_pods: (args.cds_authorization == authz::Mode::Pod).then_some(dataplane_pods),
+                    dataplane_pods: (authz::Mode::from(args.cds_authorization) == authz::Mode::Pod)
+                        .then_some(dataplane_pods),
                 };
                 let mut watchers =
                     cluster::start(client, settings, self.tx, writer, self.shutdown, self.stop_writing).await?;
@@ -245,7 +246,7 @@ fn cds_settings(args: &Args, authorizer: Authorizer) -> ServerSettings {
 
 /// Who may read which configs (`--cds-authorization`, `--cds-token-review`).
 fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> anyhow::Result<Authorizer> {
-    match (args.cds_authorization, mode) {
+    match (authz::Mode::from(args.cds_authorization), mode) {
         (authz::Mode::Pod, Mode::Standalone(_)) => bail!(
             "--cds-authorization=pod needs a cluster (it knows clients by their pods' IPs); it cannot be used with \
              --standalone"
@@ -266,8 +267,8 @@ fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> 
     }
 }
 
-fn cds_grpc_settings(args: &Args) -> stunner_gateway_operator::cds::grpc::Settings {
-    stunner_gateway_operator::cds::grpc::Settings {
+fn cds_grpc_settings(args: &Args) -> stunner_gateway_cds::grpc::Settings {
+    stunner_gateway_cds::grpc::Settings {
         max_watches: args.cds_max_grpc_watches,
         max_watches_per_connection: args.cds_max_grpc_watches_per_connection,
         ..Default::default()

@@ -1,5 +1,5 @@
 //! The operator's Prometheus metrics, with the Go operator's names, types and labels
-//! (operator-behavior.md §7), plus the CDS's own ([`crate::cds::CdsMetrics`]).
+//! (operator-behavior.md §7), plus the CDS's own ([`stunner_gateway_cds::CdsMetrics`]).
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;

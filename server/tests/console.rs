@@ -157,8 +157,8 @@ async fn pages_take_the_config_lists_authorization_and_bound_event_streams() {
     use std::net::{IpAddr, SocketAddr};
     use std::sync::Arc;
     use stunner_gateway::cds::ConfigId;
-    use stunner_gateway_operator::cds::authz::{Authorizer, DataplaneIndex, DataplanePod, Mode};
-    use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
+    use stunner_gateway_cds::authz::{Authorizer, DataplaneIndex, DataplanePod, Mode};
+    use stunner_gateway_cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
     use stunner_gateway_operator::console::{Console, events};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -17,7 +17,7 @@ use stunner_gateway::proto::{
     Ack, ConfigUpdate, GetLicenseRequest, GetRequest, Held, ListClientsRequest, ListRequest, Scope, WatchRequest,
     WatchStart, scope, watch_request,
 };
-use stunner_gateway_operator::cds::{ServerSettings, Version};
+use stunner_gateway_cds::{ServerSettings, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;

@@ -40,7 +40,7 @@ pub struct Settings {
     /// This replica's name in the leader election ([`lease::identity`]).
     pub identity: String,
     /// With `--cds-authorization=pod`: the index the dataplane pod watcher feeds.
-    pub dataplane_pods: Option<std::sync::Arc<crate::cds::authz::DataplaneIndex>>,
+    pub dataplane_pods: Option<std::sync::Arc<stunner_gateway_cds::authz::DataplaneIndex>>,
 }
 
 /// Why cluster mode could not start; each keeps the API client's error as its source.

@@ -3,9 +3,6 @@
 
 use super::*;
 use crate::admin::Readiness;
-use crate::cds::CdsMetrics;
-use crate::cds::store::ConfigStore;
-use crate::cds::version::Version;
 use crate::cluster::nodes::NodeFeed;
 use crate::cluster::writer::Writer;
 use crate::metrics::OperatorMetrics;
@@ -17,6 +14,9 @@ use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::manifest;
 use stunner_gateway::render::Owned;
+use stunner_gateway_cds::CdsMetrics;
+use stunner_gateway_cds::store::ConfigStore;
+use stunner_gateway_cds::version::Version;
 
 mod publication;
 

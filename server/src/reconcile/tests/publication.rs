@@ -220,8 +220,14 @@ async fn a_gateway_in_a_namespace_with_a_slash_is_withdrawn_when_deleted() {
     l.send(Input::Changes(changes.collect())).await;
     l.send(Input::Synced).await;
     tokio::time::sleep(THROTTLE * 2).await;
-    let served =
-        || l.sink.store.list(&crate::cds::Scope::All).iter().map(|s| s.config.admin.name.clone()).collect::<Vec<_>>();
+    let served = || {
+        l.sink
+            .store
+            .list(&stunner_gateway_cds::Scope::All)
+            .iter()
+            .map(|s| s.config.admin.name.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(served(), ["a/b/udp-gateway"]);
     let gone = ObjRef::new(Kind::Gateway, ObjectKey::new("a/b", "udp-gateway"));
     l.send(Input::Changes(vec![Change::Delete(gone)])).await;

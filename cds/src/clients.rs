@@ -53,7 +53,7 @@ struct ConfigState {
 /// One connected client.
 pub struct Client {
     info: ClientInfo,
-    since: k8s_openapi::jiff::Timestamp,
+    since: jiff::Timestamp,
     configs: Configs,
     metrics: CdsMetrics,
 }
@@ -211,7 +211,7 @@ impl ClientTable {
         let client = Arc::new(Client {
             configs: Configs::for_scope(&info.scope),
             info,
-            since: k8s_openapi::jiff::Timestamp::now(),
+            since: jiff::Timestamp::now(),
             metrics: self.metrics.clone(),
         });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);

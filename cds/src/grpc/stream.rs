@@ -10,9 +10,9 @@
 use super::convert::{ack_id, version};
 use super::encoded::{Encoded, GrpcUpdate};
 use super::limits::WatchSlots;
-use crate::cds::clients::{Client, Registration};
-use crate::cds::metrics::{CdsMetrics, GRPC};
-use crate::cds::watch::{Update, Watch};
+use crate::clients::{Client, Registration};
+use crate::metrics::{CdsMetrics, GRPC};
+use crate::watch::{Update, Watch};
 use futures_util::Stream;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -279,7 +279,7 @@ impl ConfigStore {
     }
 
     /// A receiver that changes whenever any config changes.
-    pub(crate) fn subscribe_changes(&self) -> watch::Receiver<()> {
+    pub fn subscribe_changes(&self) -> watch::Receiver<()> {
         self.changes.subscribe()
     }
 
