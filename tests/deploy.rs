@@ -535,7 +535,8 @@ fn kustomize_build() {
 #[test]
 fn every_manifest_names_its_namespace() {
     let mut seen = 0;
-    for dir in [manifests(), manifests().join("monitoring")] {
+    let monitoring = manifests().join("monitoring");
+    for dir in [manifests(), monitoring.join("alerts"), monitoring.join("dashboard"), monitoring] {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -551,9 +552,12 @@ fn every_manifest_names_its_namespace() {
     assert!(seen >= 13, "{seen} objects");
 }
 
-/// The ServiceMonitor component on top of the base.
+/// The monitoring components on top of the base, each the kustomize side of a chart toggle:
+/// the ServiceMonitor, the alerts (a PrometheusRule whose spec is the chart's
+/// monitoring/alerts.yaml) and the dashboard (a ConfigMap for Grafana's sidecar holding
+/// monitoring/dashboard.json), none of them in the base.
 #[test]
-fn kustomize_monitoring_component() {
+fn kustomize_monitoring_components() {
     if !deploytool_built() {
         return;
     }
@@ -565,7 +569,8 @@ fn kustomize_monitoring_component() {
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n- {base}/monitoring\n"
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n\
+             - {base}/monitoring\n- {base}/monitoring/alerts\n- {base}/monitoring/dashboard\n"
         ),
     )
     .unwrap();
@@ -576,7 +581,26 @@ fn kustomize_monitoring_component() {
     let metrics = find(&objs, "Service", "stunner-gateway-operator-metrics");
     assert!(selects(&sm["spec"]["selector"]["matchLabels"], metrics["metadata"]["labels"].as_object().unwrap()));
     assert_eq!(sm["spec"]["endpoints"][0]["port"], metrics["spec"]["ports"][0]["name"]);
-    assert!(!has(&kustomize(&manifests()), "ServiceMonitor"), "not in the base");
+
+    let regenerate = "differs from the chart's: run scripts/monitoring-manifests";
+    let chart = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    let rule = find(&objs, "PrometheusRule", OPERATOR);
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    let alerts: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(chart.join("alerts.yaml")).unwrap()).unwrap();
+    assert_eq!(rule["spec"], alerts, "the PrometheusRule {regenerate}");
+    let dashboard = find(&objs, "ConfigMap", "stunner-gateway-operator-dashboard");
+    assert_eq!(dashboard["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
+    let checked: Value = serde_json::from_str(&std::fs::read_to_string(chart.join("dashboard.json")).unwrap()).unwrap();
+    assert_eq!(shipped, checked, "the dashboard ConfigMap {regenerate}");
+
+    let base = kustomize(&manifests());
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(!has(&base, kind), "no {kind} in the base");
+    }
+    assert!(!base.iter().any(|o| o["metadata"]["name"] == "stunner-gateway-operator-dashboard"), "nor the dashboard");
 }
 
 /// One RBAC truth: the chart renders the manifests' rules.
