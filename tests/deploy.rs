@@ -394,6 +394,25 @@ fn helm_service_monitor_only_when_enabled() {
     assert!(!selects(&sm["spec"]["selector"]["matchLabels"], cds["metadata"]["labels"].as_object().unwrap()));
 }
 
+/// `objs` hold the PrometheusRule whose spec is the chart's monitoring/alerts.yaml and the
+/// ConfigMap for Grafana's sidecar holding its monitoring/dashboard.json, both in the
+/// operator's namespace; `hint` ends a failure's message.
+fn assert_ships_the_checked_monitoring(objs: &[Value], hint: &str) {
+    let chart = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    let read = |file: &str| std::fs::read_to_string(chart.join(file)).unwrap();
+    let rule = find(objs, "PrometheusRule", OPERATOR);
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    let alerts: Value = serde_yaml_ng::from_str(&read("alerts.yaml")).unwrap();
+    assert_eq!(rule["spec"], alerts, "the PrometheusRule differs from alerts.yaml{hint}");
+    let dashboard = find(objs, "ConfigMap", "stunner-gateway-operator-dashboard");
+    assert_eq!(dashboard["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
+    let checked: Value = serde_json::from_str(&read("dashboard.json")).unwrap();
+    assert_eq!(shipped, checked, "the dashboard ConfigMap differs from dashboard.json{hint}");
+}
+
 /// The alerts and the dashboard ship as they are checked (server/tests/monitoring.rs,
 /// tests/monitoring/alerts.test.yaml): the PrometheusRule's spec is monitoring/alerts.yaml, the
 /// ConfigMap for Grafana's sidecar holds monitoring/dashboard.json; neither without its toggle.
@@ -405,19 +424,7 @@ fn helm_prometheus_rule_and_grafana_dashboard_only_when_enabled() {
     let defaults = helm(&[]);
     assert!(!has(&defaults, "PrometheusRule") && !has(&defaults, "ConfigMap"));
     let objs = helm(&["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true"]);
-    let monitoring = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
-    let rule = find(&objs, "PrometheusRule", OPERATOR);
-    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
-    let alerts: Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(monitoring.join("alerts.yaml")).unwrap()).unwrap();
-    assert_eq!(rule["spec"], alerts);
-    let dashboard = find(&objs, "ConfigMap", "stunner-gateway-operator-dashboard");
-    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
-    let shipped: Value =
-        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
-    let checked: Value =
-        serde_json::from_str(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap()).unwrap();
-    assert_eq!(shipped, checked);
+    assert_ships_the_checked_monitoring(&objs, "");
     let elsewhere = helm(&["metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"]);
     assert_eq!(
         find(&elsewhere, "ConfigMap", "stunner-gateway-operator-dashboard")["metadata"]["namespace"],
@@ -582,19 +589,7 @@ fn kustomize_monitoring_components() {
     assert!(selects(&sm["spec"]["selector"]["matchLabels"], metrics["metadata"]["labels"].as_object().unwrap()));
     assert_eq!(sm["spec"]["endpoints"][0]["port"], metrics["spec"]["ports"][0]["name"]);
 
-    let regenerate = "differs from the chart's: run scripts/monitoring-manifests";
-    let chart = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
-    let rule = find(&objs, "PrometheusRule", OPERATOR);
-    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
-    let alerts: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(chart.join("alerts.yaml")).unwrap()).unwrap();
-    assert_eq!(rule["spec"], alerts, "the PrometheusRule {regenerate}");
-    let dashboard = find(&objs, "ConfigMap", "stunner-gateway-operator-dashboard");
-    assert_eq!(dashboard["metadata"]["namespace"], NAMESPACE);
-    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
-    let shipped: Value =
-        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
-    let checked: Value = serde_json::from_str(&std::fs::read_to_string(chart.join("dashboard.json")).unwrap()).unwrap();
-    assert_eq!(shipped, checked, "the dashboard ConfigMap {regenerate}");
+    assert_ships_the_checked_monitoring(&objs, ": run scripts/monitoring-manifests");
 
     let base = kustomize(&manifests());
     for kind in ["ServiceMonitor", "PrometheusRule"] {
