@@ -139,14 +139,19 @@ impl Configs {
 
 impl Client {
     /// Records that `snapshot` went out to this client, and how long after its store if it
-    /// was stored while the client watched.
+    /// was stored while the client watched. A version sent again (patched anew for a node
+    /// whose address changed) keeps its first send's time and is not timed twice.
     pub fn sent(&self, snapshot: &Snapshot) {
-        let timed = (snapshot.stored_at >= self.registered).then_some(snapshot.stored_at);
-        self.configs.update(&snapshot.id, true, |state| {
-            state.sent = Some(Stamped::now(snapshot.version));
-            state.sent_stored_at = timed;
+        let stored_while_watching = (snapshot.stored_at >= self.registered).then_some(snapshot.stored_at);
+        let first = self.configs.update(&snapshot.id, true, |state| {
+            let first = state.sent.is_none_or(|s| s.version != snapshot.version);
+            if first {
+                state.sent = Some(Stamped::now(snapshot.version));
+                state.sent_stored_at = stored_while_watching;
+            }
+            first
         });
-        if let Some(stored_at) = timed {
+        if let (Some(true), Some(stored_at)) = (first, stored_while_watching) {
             self.metrics.push_time.observe(stored_at.elapsed());
         }
     }
@@ -495,6 +500,7 @@ mod tests {
         c.ack(&id, v2.version, "rejected");
         assert_eq!((metrics.push_time.count(), metrics.ack_time.count()), (1, 0), "sent, rejected");
         let v3 = later("v3");
+        c.sent(&v3);
         c.sent(&v3);
         c.ack(&id, v2.version, "");
         assert_eq!(metrics.ack_time.count(), 0, "an ack of an older version is not this one's");
