@@ -102,6 +102,10 @@ async fn chromium_shows_a_gateway_and_follows_a_change_live() {
     assert!(!text.contains("pass-1"), "the password is masked:\n{text}");
     assert!(text.contains("\"password\": \"<redacted>\""), "{text}");
     b.screenshot(&shots.join("gateway.png")).await;
+    // Between updates the script keeps "how long ago" current.
+    let acked_age = "document.querySelector('table.dataplanes td.acked time.age')";
+    b.eval(&format!("{acked_age}.setAttribute('datetime', new Date(Date.now() - 7200e3).toISOString())")).await;
+    b.wait_for(&format!("{acked_age}.textContent === '2h ago'"), LIMIT).await;
 
     // An edit of the manifests shows without a reload: a third listener, a new version that
     // the dataplane acknowledges.

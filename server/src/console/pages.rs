@@ -246,7 +246,8 @@ fn dataplanes<'a>(h: &mut Html, dataplanes: impl Iterator<Item = Dataplane<'a>>,
         h.open("tr", &[]).element("td", &[], or_dash(&client.client_name));
         h.element("td", &[], &client.transport).element("td", &[], or_dash(&client.remote_address));
         h.element("td", &[], or_dash(&client.node)).element("td", &[], &client.identity);
-        h.element("td", &[("title", &client.connected_since)], &ago(&client.connected_since));
+        h.open("td", &[]);
+        age(h, &client.connected_since).close("td");
         let state = |version: &str| match version {
             "" => "none",
             v if Some(v) == current => "current",
@@ -272,9 +273,14 @@ fn stamped_version<'h>(h: &'h mut Html, version: &str, at: &str) -> &'h mut Html
     }
     h.element("span", &[("class", "version")], version);
     if !at.is_empty() {
-        h.element("span", &[("class", "age"), ("title", at)], &ago(at));
+        age(h, at);
     }
     h
+}
+
+/// How long ago `at` (RFC 3339) was, as a `<time>` the script keeps current between updates.
+fn age<'h>(h: &'h mut Html, at: &str) -> &'h mut Html {
+    h.element("time", &[("class", "age"), ("datetime", at), ("title", at)], &ago(at))
 }
 
 /// `/ui/clients`: every watch client and what it holds.
@@ -291,7 +297,8 @@ pub fn clients(clients: &proto::ListClientsResponse) -> String {
         h.open("tr", &[]).element("td", &[], or_dash(&c.client_name)).element("td", &[], &c.transport);
         h.element("td", &[], or_dash(&c.remote_address)).element("td", &[], or_dash(&c.node));
         h.element("td", &[], &c.identity).element("td", &[], &c.scope);
-        h.element("td", &[("title", &c.connected_since)], &ago(&c.connected_since));
+        h.open("td", &[]);
+        age(&mut h, &c.connected_since).close("td");
         h.open("td", &[]).open("ul", &[]);
         for config in &c.configs {
             let id = config.id.as_ref().map(|id| format!("{}/{}", id.namespace, id.name)).unwrap_or_default();
@@ -308,7 +315,7 @@ fn or_dash(s: &str) -> &str {
     if s.is_empty() { "—" } else { s }
 }
 
-/// How long ago an RFC 3339 time was, in the largest whole unit.
+/// How long ago an RFC 3339 time was, in the largest whole unit (as console.js says it).
 fn ago(rfc3339: &str) -> String {
     let Ok(then) = rfc3339.parse::<k8s_openapi::jiff::Timestamp>() else { return rfc3339.to_string() };
     let seconds = (k8s_openapi::jiff::Timestamp::now().as_second() - then.as_second()).max(0);
@@ -362,7 +369,7 @@ mod tests {
             },
         };
         let page = gateway(&state, &id, false).unwrap();
-        let age = format!("<span class=\"age\" title=\"{earlier}\">3m ago</span>");
+        let age = format!("<time class=\"age\" datetime=\"{earlier}\" title=\"{earlier}\">3m ago</time>");
         for cell in [
             format!("<td class=\"sent\" data-state=\"current\"><span class=\"version\">{v}</span>{age}</td>"),
             format!(
