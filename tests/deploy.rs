@@ -394,6 +394,25 @@ fn helm_service_monitor_only_when_enabled() {
     assert!(!selects(&sm["spec"]["selector"]["matchLabels"], cds["metadata"]["labels"].as_object().unwrap()));
 }
 
+/// `objs` hold the PrometheusRule whose spec is the chart's monitoring/alerts.yaml and the
+/// ConfigMap for Grafana's sidecar holding its monitoring/dashboard.json, both in the
+/// operator's namespace; `hint` ends a failure's message.
+fn assert_ships_the_checked_monitoring(objs: &[Value], hint: &str) {
+    let chart = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    let read = |file: &str| std::fs::read_to_string(chart.join(file)).unwrap();
+    let rule = find(objs, "PrometheusRule", OPERATOR);
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    let alerts: Value = serde_yaml_ng::from_str(&read("alerts.yaml")).unwrap();
+    assert_eq!(rule["spec"], alerts, "the PrometheusRule differs from alerts.yaml{hint}");
+    let dashboard = find(objs, "ConfigMap", "stunner-gateway-operator-dashboard");
+    assert_eq!(dashboard["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
+    let checked: Value = serde_json::from_str(&read("dashboard.json")).unwrap();
+    assert_eq!(shipped, checked, "the dashboard ConfigMap differs from dashboard.json{hint}");
+}
+
 /// The alerts and the dashboard ship as they are checked (server/tests/monitoring.rs,
 /// tests/monitoring/alerts.test.yaml): the PrometheusRule's spec is monitoring/alerts.yaml, the
 /// ConfigMap for Grafana's sidecar holds monitoring/dashboard.json; neither without its toggle.
@@ -405,19 +424,7 @@ fn helm_prometheus_rule_and_grafana_dashboard_only_when_enabled() {
     let defaults = helm(&[]);
     assert!(!has(&defaults, "PrometheusRule") && !has(&defaults, "ConfigMap"));
     let objs = helm(&["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true"]);
-    let monitoring = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
-    let rule = find(&objs, "PrometheusRule", OPERATOR);
-    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
-    let alerts: Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(monitoring.join("alerts.yaml")).unwrap()).unwrap();
-    assert_eq!(rule["spec"], alerts);
-    let dashboard = find(&objs, "ConfigMap", "stunner-gateway-operator-dashboard");
-    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
-    let shipped: Value =
-        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
-    let checked: Value =
-        serde_json::from_str(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap()).unwrap();
-    assert_eq!(shipped, checked);
+    assert_ships_the_checked_monitoring(&objs, "");
     let elsewhere = helm(&["metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"]);
     assert_eq!(
         find(&elsewhere, "ConfigMap", "stunner-gateway-operator-dashboard")["metadata"]["namespace"],
@@ -535,7 +542,8 @@ fn kustomize_build() {
 #[test]
 fn every_manifest_names_its_namespace() {
     let mut seen = 0;
-    for dir in [manifests(), manifests().join("monitoring")] {
+    let monitoring = manifests().join("monitoring");
+    for dir in [manifests(), monitoring.join("alerts"), monitoring.join("dashboard"), monitoring] {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -551,9 +559,12 @@ fn every_manifest_names_its_namespace() {
     assert!(seen >= 13, "{seen} objects");
 }
 
-/// The ServiceMonitor component on top of the base.
+/// The monitoring components on top of the base, each the kustomize side of a chart toggle:
+/// the ServiceMonitor, the alerts (a PrometheusRule whose spec is the chart's
+/// monitoring/alerts.yaml) and the dashboard (a ConfigMap for Grafana's sidecar holding
+/// monitoring/dashboard.json), none of them in the base.
 #[test]
-fn kustomize_monitoring_component() {
+fn kustomize_monitoring_components() {
     if !deploytool_built() {
         return;
     }
@@ -565,7 +576,8 @@ fn kustomize_monitoring_component() {
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n- {base}/monitoring\n"
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n\
+             - {base}/monitoring\n- {base}/monitoring/alerts\n- {base}/monitoring/dashboard\n"
         ),
     )
     .unwrap();
@@ -576,7 +588,14 @@ fn kustomize_monitoring_component() {
     let metrics = find(&objs, "Service", "stunner-gateway-operator-metrics");
     assert!(selects(&sm["spec"]["selector"]["matchLabels"], metrics["metadata"]["labels"].as_object().unwrap()));
     assert_eq!(sm["spec"]["endpoints"][0]["port"], metrics["spec"]["ports"][0]["name"]);
-    assert!(!has(&kustomize(&manifests()), "ServiceMonitor"), "not in the base");
+
+    assert_ships_the_checked_monitoring(&objs, ": run scripts/monitoring-manifests");
+
+    let base = kustomize(&manifests());
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(!has(&base, kind), "no {kind} in the base");
+    }
+    assert!(!base.iter().any(|o| o["metadata"]["name"] == "stunner-gateway-operator-dashboard"), "nor the dashboard");
 }
 
 /// One RBAC truth: the chart renders the manifests' rules.

@@ -4,7 +4,8 @@
 //! 1. The store, which knows no transport: [`store`] keeps the latest snapshot per config id
 //!    ([`version`] names it), [`watch`] turns it into what one client must be sent next,
 //!    [`nodes`] holds the node addresses configs are patched with, [`clients`] is the table of
-//!    connected watch clients, [`authz`] decides who may read what, [`metrics`] counts it all.
+//!    connected watch clients, [`authz`] decides who may read what, [`metrics`] counts it all (and
+//!    [`latency`] times it).
 //! 2. The transports, each putting configs on the wire in an [`store::Encoding`] of its own:
 //!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], [`session`], with frames of
 //!    our own making, [`websocket`]) and the gRPC API ([`grpc`]). What they know of the
@@ -23,6 +24,7 @@ pub mod clients;
 pub mod connection;
 pub mod grpc;
 pub mod handshake;
+pub mod latency;
 pub mod listener;
 pub mod metrics;
 pub mod nodes;

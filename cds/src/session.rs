@@ -125,7 +125,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<S> {
                 if let Err(end) = self.write(&frame).await {
                     return end;
                 }
-                self.client.sent(&update.snapshot.id, update.snapshot.version);
+                self.client.sent(&update.snapshot);
                 pushes.inc();
                 push_bytes.inc_by(update.frame().len() as u64);
             }

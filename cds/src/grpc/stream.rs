@@ -72,7 +72,7 @@ impl Outbound {
         }
         let update = self.pending.pop_front()?;
         let bytes = update.snapshot.encoded::<GrpcUpdate>(&update.variant);
-        self.client.sent(&update.snapshot.id, update.snapshot.version);
+        self.client.sent(&update.snapshot);
         self.metrics.pushes.get_or_create(&GRPC).inc();
         self.metrics.push_bytes.get_or_create(&GRPC).inc_by(bytes.len() as u64);
         Some(Ok(Encoded(bytes)))
