@@ -1,7 +1,6 @@
 pub mod admin;
 pub mod auth;
 pub mod cli;
-pub mod cluster;
 pub mod console;
 #[doc(hidden)]
 #[cfg(feature = "fuzzing")]
