@@ -4,8 +4,8 @@
 //!
 //! What is pinned: the objects and names both render, the operator pod (CDS label, args, env),
 //! the optional objects (PDB, ServiceMonitor, PrometheusRule, Grafana dashboard, pprof), one RBAC truth (the chart's ClusterRole
-//! equals the manifests'), RBAC covering every kind `server/src/cluster/source.rs` watches and
-//! `server/src/cluster/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
+//! equals the manifests'), RBAC covering every kind `k8s/src/source.rs` watches and
+//! `k8s/src/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
 //! operator-behavior.md §10.2, and every namespaced object in `stunner-system`.
 
 #[path = "support/external.rs"]
@@ -650,7 +650,7 @@ fn source(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap()
 }
 
-/// Every kind of the index's kind table (the watchers of `server/src/cluster/source.rs`
+/// Every kind of the index's kind table (the watchers of `k8s/src/source.rs`
 /// follow it, each kind under its type's API names) can be listed and watched cluster-wide.
 #[test]
 fn cluster_role_covers_every_watched_kind() {
@@ -658,7 +658,7 @@ fn cluster_role_covers_every_watched_kind() {
         return;
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
-    let text = source("server/src/cluster/source.rs");
+    let text = source("k8s/src/source.rs");
     assert!(text.contains("for &kind in Kind::ALL"), "source.rs starts its watchers from the kind table");
     for &kind in Kind::ALL {
         let api = kind.api();
@@ -673,7 +673,7 @@ fn cluster_role_covers_every_watched_kind() {
     }
 }
 
-/// The dataplane pod watcher of `server/src/cluster/pods.rs` (CDS authorization) can list and
+/// The dataplane pod watcher of `k8s/src/pods.rs` (CDS authorization) can list and
 /// watch pods cluster-wide.
 #[test]
 fn cluster_role_covers_the_dataplane_pod_watcher() {
@@ -681,21 +681,21 @@ fn cluster_role_covers_the_dataplane_pod_watcher() {
         return;
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
-    let text = source("server/src/cluster/pods.rs");
+    let text = source("k8s/src/pods.rs");
     assert!(text.contains("Api::<Pod>::all("), "pods.rs watches pods cluster-wide");
     for verb in ["get", "list", "watch"] {
         assert!(allows(&grants, "", "pods", verb), "{verb} pods (pods.rs)");
     }
 }
 
-/// The reviews of `server/src/cluster/review.rs` (`--cds-token-review`) can be created.
+/// The reviews of `k8s/src/review.rs` (`--cds-token-review`) can be created.
 #[test]
 fn cluster_role_covers_the_token_reviews() {
     if !deploytool_built() {
         return;
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
-    let text = source("server/src/cluster/review.rs");
+    let text = source("k8s/src/review.rs");
     for (kind, group, resource) in [
         ("TokenReview", "authentication.k8s.io", "tokenreviews"),
         ("SubjectAccessReview", "authorization.k8s.io", "subjectaccessreviews"),
@@ -705,7 +705,7 @@ fn cluster_role_covers_the_token_reviews() {
     }
 }
 
-/// Every kind `server/src/cluster/ops.rs` writes can be written the way writer.rs writes it:
+/// Every kind `k8s/src/ops.rs` writes can be written the way writer.rs writes it:
 /// server-side apply (PATCH) of statuses and owned objects, DELETE of owned objects. An apply
 /// that creates its object is also checked against `create` by the API server.
 #[test]
@@ -726,7 +726,7 @@ fn cluster_role_covers_every_write() {
         }
     };
     // The variants of `enum WriteKind`: watched kinds under their index names, and ConfigMap.
-    let text = source("server/src/cluster/ops.rs");
+    let text = source("k8s/src/ops.rs");
     let body = text.split("pub enum WriteKind {").nth(1).and_then(|t| t.split('}').next()).expect("enum WriteKind");
     let mut count = 0;
     for variant in body.lines().map(|l| l.trim().trim_end_matches(',')).filter(|l| !l.is_empty()) {
