@@ -390,7 +390,7 @@ async fn kill_leader(client: &Client) -> String {
     };
     let old = wait_for("a leader", holder).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NS);
-    // The holder identity is the pod name (POD_NAME, server/src/cluster/lease.rs).
+    // The holder identity is the pod name (POD_NAME, k8s/src/lease.rs).
     pods.delete(&old, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("delete the leader {old}: {e}"));
     wait_for("a new leader", || {
         let old = old.clone();
