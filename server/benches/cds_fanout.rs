@@ -11,11 +11,23 @@
 //!
 //! With `CDS_BENCH_PIN=1` the server runs on core 0 and the watchers on core 1, so the
 //! server's figures are not mixed with its clients' work (Linux, `taskset` from util-linux).
+//!
+//! Each fan-out scenario is followed by its floor, measured in the same run: the same number of
+//! frames of the update's size written without blocking to as many loopback TCP sockets from
+//! one thread (on core 0 when pinned), no WebSocket and no server: what the kernel alone costs.
+//! A full run also writes its rows as JSON (see `benches/support/report.rs`), labelled with
+//! `CDS_BENCH_LABEL` (default `ours`, or the file name of `CDS_BENCH_SERVER`).
 
+#[path = "../../benches/support/report.rs"]
+mod report;
+
+use report::Report;
+use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use stunner_gateway::config::{ListenerConfig, StunnerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,6 +43,7 @@ fn main() {
         return run_server();
     }
     let full = std::env::args().any(|a| a == "--bench");
+    let mut report = Report::new("cds_fanout", json!({ "implementation": implementation(), "pinned": pin }));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let scenarios: Vec<Scenario> = if full {
@@ -52,7 +65,7 @@ fn main() {
         println!("| scenario | last watcher (p50 / p99 / max) | all watchers p99 | server CPU per message | server RSS per idle watcher |");
         println!("|---|---|---|---|---|");
         for s in scenarios {
-            s.run().await;
+            s.run(&mut report).await;
         }
     });
 }
@@ -76,7 +89,7 @@ impl Scenario {
         }
     }
 
-    async fn run(self) {
+    async fn run(self, report: &mut Report) {
         let mut server = ServerProcess::spawn();
         let name = self.name();
         let (ids, per_id, updates, padding, stalled) = match self {
@@ -119,8 +132,21 @@ impl Scenario {
         }
         let cpu = server.cpu_time() - cpu_before;
         let messages = (updates * total) as f64;
+        let frame_bytes = update_frame_len(server.addr, &ids[0]).await;
         last.sort();
         all.sort();
+        report.row(json!({
+            "scenario": name,
+            "of": "server",
+            "watchers": total,
+            "stalled": stalled,
+            "updates": updates,
+            "frame_bytes": frame_bytes,
+            "last_watcher_ms": { "p50": ms(pct(&last, 50)), "p99": ms(pct(&last, 99)), "max": ms(*last.last().unwrap()) },
+            "all_watchers_p99_ms": ms(pct(&all, 99)),
+            "cpu_us_per_message": cpu.as_secs_f64() * 1e6 / messages,
+            "rss_kib_per_idle_watcher": rss_per_watcher,
+        }));
         println!(
             "| {name} | {} / {} / {} | {} | {:.1} µs | {:.1} KiB |",
             fmt(pct(&last, 50)),
@@ -135,7 +161,140 @@ impl Scenario {
         }
         drop(stalled_conns);
         server.stop();
+        if let Scenario::FanOut { watchers, updates } = self {
+            let (mut last, cpu) = floor(watchers, updates, frame_bytes).await;
+            last.sort();
+            let cpu_per_message = cpu.as_secs_f64() * 1e6 / messages;
+            report.row(json!({
+                "scenario": name,
+                "of": "floor",
+                "watchers": watchers,
+                "updates": updates,
+                "frame_bytes": frame_bytes,
+                "last_watcher_ms": { "p50": ms(pct(&last, 50)), "p99": ms(pct(&last, 99)), "max": ms(*last.last().unwrap()) },
+                "cpu_us_per_message": cpu_per_message,
+            }));
+            println!(
+                "| floor: {name} ({frame_bytes} B raw writes) | {} / {} / {} | – | {cpu_per_message:.1} µs | – |",
+                fmt(pct(&last, 50)),
+                fmt(pct(&last, 99)),
+                fmt(*last.last().unwrap()),
+            );
+        }
     }
+}
+
+/// What the report calls the server measured.
+fn implementation() -> String {
+    match (std::env::var("CDS_BENCH_LABEL"), std::env::var("CDS_BENCH_SERVER")) {
+        (Ok(label), _) if !label.is_empty() => label,
+        (_, Ok(program)) => {
+            std::path::Path::new(&program).file_name().map_or(program.clone(), |f| f.to_string_lossy().into_owned())
+        }
+        _ => "ours".into(),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The size on the wire of the update frame the server sends: the first text frame a fresh
+/// watcher of `id` receives (the latest update, so of the same size as the others).
+async fn update_frame_len(addr: SocketAddr, id: &str) -> usize {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(upgrade_request(addr, id).as_bytes()).await.unwrap();
+    let mut buf = Vec::with_capacity(4096);
+    let read = async {
+        loop {
+            assert!(s.read_buf(&mut buf).await.unwrap() > 0, "the server closed before sending a config");
+            let Some(end) = find(&buf, b"\r\n\r\n") else { continue };
+            let mut at = end + 4;
+            while let Some((_, opcode, payload)) = frame(&buf[at..]) {
+                if opcode == 1 {
+                    return payload.end;
+                }
+                at += payload.end;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read).await.expect("a config within 30 s")
+}
+
+/// The fan-out's floor: `updates` rounds of one `frame_len` byte frame written without blocking
+/// to `watchers` loopback TCP sockets from one thread (on core 0 with `CDS_BENCH_PIN=1`, where
+/// the server runs), readers on the other end (this runtime) taking every byte before the next
+/// round, as the watchers do. Returns each round's time until the last socket was written and
+/// the writing thread's CPU time over all rounds.
+async fn floor(watchers: usize, updates: usize, frame_len: usize) -> (Vec<Duration>, Duration) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let received = Arc::new(AtomicU64::new(0));
+    let mut writers = Vec::with_capacity(watchers);
+    let mut readers = Vec::with_capacity(watchers);
+    for _ in 0..watchers {
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (server_side, _) = listener.accept().unwrap();
+        server_side.set_nonblocking(true).unwrap();
+        server_side.set_nodelay(true).unwrap();
+        writers.push(server_side);
+        let received = received.clone();
+        readers.push(tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = client.read(&mut buf).await {
+                received.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }));
+    }
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        if std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1") {
+            pin_to_core(0);
+        }
+        let frame = vec![b'x'; frame_len];
+        let mut rounds = Vec::with_capacity(updates);
+        let mut cpu = Duration::ZERO;
+        for round in 1..=updates {
+            let (t0, cpu0) = (Instant::now(), thread_cpu_time());
+            let mut pending: Vec<(usize, usize)> = (0..writers.len()).map(|i| (i, 0)).collect();
+            while !pending.is_empty() {
+                assert!(t0.elapsed() < Duration::from_secs(120), "the floor's writes stalled");
+                pending.retain_mut(|(i, written)| {
+                    while *written < frame_len {
+                        match std::io::Write::write(&mut writers[*i], &frame[*written..]) {
+                            Ok(n) => *written += n,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                            Err(e) => panic!("floor write: {e}"),
+                        }
+                    }
+                    false
+                });
+            }
+            rounds.push(t0.elapsed());
+            cpu += thread_cpu_time() - cpu0;
+            let expected = (round * writers.len() * frame_len) as u64;
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while received.load(Ordering::Relaxed) < expected {
+                assert!(Instant::now() < deadline, "the floor's readers stalled");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let _ = done.send((rounds, cpu));
+    });
+    let result = result.await.expect("the floor's writer finished");
+    for r in readers {
+        r.abort();
+    }
+    result
+}
+
+/// CPU time of the calling thread.
+#[allow(unsafe_code)] // libc calls without a safe wrapper in std (see the SAFETY comments)
+fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid, writable timespec for the duration of the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn pct(sorted: &[Duration], p: usize) -> Duration {
