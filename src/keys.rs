@@ -29,6 +29,9 @@ pub const EXTERNAL_TRAFFIC_POLICY: &str = "stunner.l7mp.io/external-traffic-poli
 pub const DISABLE_SESSION_AFFINITY: &str = "stunner.l7mp.io/disable-session-affinity";
 /// `true` keeps the cloud health-check port out of the Service.
 pub const DISABLE_HEALTH_CHECK_EXPOSE: &str = "stunner.l7mp.io/disable-health-check-expose";
+/// `true`: each listener relays from the public address of the node its dataplane pod runs on
+/// (the CDS fills it in per node; see `render::relay`).
+pub const ENABLE_RELAY_ADDRESS_DISCOVERY: &str = "stunner.l7mp.io/enable-relay-address-discovery";
 /// JSON map of listener name to node port.
 pub const NODE_PORT: &str = "stunner.l7mp.io/nodeport";
 /// JSON map of listener name to target port (also the dataplane's listening port).

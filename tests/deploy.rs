@@ -3,7 +3,7 @@
 //! `tests/deploytool/build.sh`; `scripts/test` runs it). `DEPLOYTOOL` overrides the binary.
 //!
 //! What is pinned: the objects and names both render, the operator pod (CDS label, args, env),
-//! the optional objects (PDB, ServiceMonitor, pprof), one RBAC truth (the chart's ClusterRole
+//! the optional objects (PDB, ServiceMonitor, PrometheusRule, Grafana dashboard, pprof), one RBAC truth (the chart's ClusterRole
 //! equals the manifests'), RBAC covering every kind `server/src/cluster/source.rs` watches and
 //! `server/src/cluster/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
 //! operator-behavior.md §10.2, and every namespaced object in `stunner-system`.
@@ -394,6 +394,37 @@ fn helm_service_monitor_only_when_enabled() {
     assert!(!selects(&sm["spec"]["selector"]["matchLabels"], cds["metadata"]["labels"].as_object().unwrap()));
 }
 
+/// The alerts and the dashboard ship as they are checked (server/tests/monitoring.rs,
+/// tests/monitoring/alerts.test.yaml): the PrometheusRule's spec is monitoring/alerts.yaml, the
+/// ConfigMap for Grafana's sidecar holds monitoring/dashboard.json; neither without its toggle.
+#[test]
+fn helm_prometheus_rule_and_grafana_dashboard_only_when_enabled() {
+    if !deploytool_built() {
+        return;
+    }
+    let defaults = helm(&[]);
+    assert!(!has(&defaults, "PrometheusRule") && !has(&defaults, "ConfigMap"));
+    let objs = helm(&["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true"]);
+    let monitoring = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    let rule = find(&objs, "PrometheusRule", OPERATOR);
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    let alerts: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(monitoring.join("alerts.yaml")).unwrap()).unwrap();
+    assert_eq!(rule["spec"], alerts);
+    let dashboard = find(&objs, "ConfigMap", "stunner-gateway-operator-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
+    let checked: Value =
+        serde_json::from_str(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap()).unwrap();
+    assert_eq!(shipped, checked);
+    let elsewhere = helm(&["metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"]);
+    assert_eq!(
+        find(&elsewhere, "ConfigMap", "stunner-gateway-operator-dashboard")["metadata"]["namespace"],
+        "monitoring"
+    );
+}
+
 #[test]
 fn helm_pprof_binds_to_loopback_when_enabled() {
     if !deploytool_built() {
@@ -669,7 +700,7 @@ fn cluster_role_covers_every_write() {
     // watched: see cluster_role_covers_every_watched_kind).
     let needs = |kind: &str| -> &'static [(&'static str, &'static str)] {
         match kind {
-            "GatewayClass" | "Gateway" | "UdpRoute" | "GatewayUdpRoute" => &[("/status", "patch")],
+            "GatewayClass" | "Gateway" | "UdpRoute" | "GatewayUdpRoute" | "GatewayTcpRoute" => &[("/status", "patch")],
             "Service" | "ConfigMap" | "Deployment" => &[("", "create"), ("", "patch"), ("", "delete")],
             "DaemonSet" => &[("", "delete")],
             other => panic!("ops.rs writes WriteKind::{other}: say how in this test and grant it in the ClusterRole"),
@@ -693,7 +724,7 @@ fn cluster_role_covers_every_write() {
         }
         count += 1;
     }
-    assert_eq!(count, 8, "WriteKind variants parsed from ops.rs");
+    assert_eq!(count, 9, "WriteKind variants parsed from ops.rs");
 }
 
 /// Least privilege: no wildcards, create only for the objects the operator applies, Secrets
@@ -707,7 +738,7 @@ fn rbac_is_least_privilege() {
     let cluster = grants(find(&objs, "ClusterRole", OPERATOR));
     for ((group, resource), verbs) in &cluster {
         assert!(group != "*" && resource != "*" && !verbs.contains("*"), "wildcard on {group}/{resource}");
-        let applied = matches!(resource.as_str(), "services" | "configmaps" | "deployments");
+        let applied = matches!(resource.as_str(), "services" | "configmaps" | "deployments" | "daemonsets");
         let review = matches!(resource.as_str(), "tokenreviews" | "subjectaccessreviews");
         assert!(!verbs.contains("create") || applied || review, "create {group}/{resource}: only the applied kinds");
         assert!(!review || verbs == &BTreeSet::from(["create".to_string()]), "reviews are create-only");

@@ -73,7 +73,9 @@ fn to_value(out: &RenderOutput) -> Value {
             ("status", g.status.as_ref().map(|s| serde_json::to_value(s).unwrap())),
             ("service", owned(&g.service)),
             ("deployment", owned(&g.deployment)),
-            ("deleteDaemonSet", g.delete_daemon_set.then_some(json!(true))),
+            // A DaemonSet's delete as the flag it was before DaemonSets were rendered.
+            ("deleteDaemonSet", (g.daemon_set == Owned::Delete).then_some(json!(true))),
+            ("daemonSet", owned(&g.daemon_set).filter(|_| g.daemon_set != Owned::Delete)),
         ];
         m.extend(fields.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?))));
         gateways.insert(key.to_string(), Value::Object(m));
@@ -94,11 +96,19 @@ fn to_value(out: &RenderOutput) -> Value {
 
 /// The case's objects, loaded as standalone mode loads them (kinds the operator does not watch
 /// are skipped), but unchecked: some cases pin how the renderer treats objects an API server
-/// would refuse (an unknown `authType`, a Gateway without listeners), as upstream's do.
+/// would refuse (an unknown `authType`, a Gateway without listeners), as upstream's do. An
+/// object defined twice (the same kind and key, e.g. a UDPRoute as `v1` and as `v1alpha2`) is
+/// the later definition, as in standalone mode and as repeated applies make it.
 fn load_case(dir: &Path) -> Result<Vec<Resource>, Failed> {
     let path = dir.join("input.yaml");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(load(&path, &text, Admission::Unchecked).map_err(|e| e.to_string())?.into_resources().collect())
+    let mut resources: Vec<Resource> =
+        load(&path, &text, Admission::Unchecked).map_err(|e| e.to_string())?.into_resources().collect();
+    let mut seen = std::collections::HashSet::new();
+    resources.reverse();
+    resources.retain(|r| seen.insert(r.obj_ref()));
+    resources.reverse();
+    Ok(resources)
 }
 
 fn render_case(dir: &Path) -> Result<String, Failed> {

@@ -230,6 +230,29 @@ async fn missing_gateway_and_bad_usage_fail_with_a_reason() {
     );
 }
 
+/// `console` prints the console's URL once the server answers it (the overview, or a Gateway's
+/// page), and says so when the server has no console or no such Gateway.
+#[tokio::test]
+async fn console_prints_the_url_the_server_answers() {
+    use stunner_gateway_operator::console::Console;
+    let s = Server::start_with(Console { statuses: Default::default(), registry: Default::default() }).await;
+    s.store.upsert(config("ns1/gw-a"));
+    assert_eq!(ok(&stunnerctl(&s.url(), &["console"]).await), format!("{}/ui/\n", s.url()));
+    let page = ok(&stunnerctl(&s.url(), &["console", "-n", "ns1", "gw-a"]).await);
+    assert_eq!(page, format!("{}/ui/gateways/ns1/gw-a\n", s.url()));
+    let err = failed(&stunnerctl(&s.url(), &["dashboard", "-n", "ns1", "nope"]).await);
+    assert_eq!(err, format!("error: gateway ns1/nope not found on the config discovery server at {}\n", s.url()));
+    let err = failed(&stunnerctl(&s.url(), &["console", "--transport", "grpc"]).await);
+    assert_eq!(err, "error: the console is served over HTTP only: drop --transport\n");
+
+    let without = Server::start().await;
+    let err = failed(&stunnerctl(&without.url(), &["console"]).await);
+    assert_eq!(
+        err,
+        format!("error: the config discovery server at {} does not serve /ui/ (404 Not Found)\n", without.url())
+    );
+}
+
 mod status {
     use super::*;
     use axum::Router;

@@ -3,6 +3,7 @@ pub mod auth;
 pub mod cds;
 pub mod cli;
 pub mod cluster;
+pub mod console;
 #[doc(hidden)]
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

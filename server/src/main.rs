@@ -17,6 +17,7 @@ use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, Opening, Serv
 use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::cluster::nodes::NodeFeed;
 use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
+use stunner_gateway_operator::console::Console;
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pipeline::Outputs;
 use stunner_gateway_operator::pprof;
@@ -79,7 +80,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Bind everything first: a busy port is a start-up error, not a late surprise.
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
-    serve_admin(&args, registry, &readiness, header_timeout, &stop_admin, &mut tasks)?;
+    serve_admin(&args, registry.clone(), &readiness, header_timeout, &stop_admin, &mut tasks)?;
     serve_auth(&args, store.clone(), auth_metrics, header_timeout, &stop_admin, &mut tasks)?;
 
     let settings = render_settings(&args, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
@@ -100,7 +101,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let follow = source.start(mode, &args, namespace, dataplane_pods).await?;
 
     let stages = Stages { readiness, shutdown, stop_writing, stop_admin, finalize: args.enable_finalizer };
-    let cds = Cds { listener: cds_listener, store, settings: cds_settings, statuses };
+    let console = Console { statuses, registry };
+    let cds = Cds { listener: cds_listener, store, settings: cds_settings, console };
     stages.serve(cds, reconciler, follow, tasks).await
 }
 
@@ -292,7 +294,8 @@ struct Cds {
     listener: tokio::net::TcpListener,
     store: Arc<ConfigStore>,
     settings: ServerSettings,
-    statuses: Arc<StatusBoard>,
+    /// The console, which also serves the statuses.
+    console: Console,
 }
 
 impl Stages {
@@ -310,7 +313,8 @@ impl Stages {
         // nothing is served from an empty store (cds::opening).
         let readiness = self.readiness.clone();
         let settings = ServerSettings { opening: Opening::when(async move { readiness.wait().await }), ..cds.settings };
-        tasks.spawn(cds::serve(cds.listener, cds.store, settings, cds.statuses.router(), self.shutdown.clone()));
+        let extra = (cds.console.statuses.clone().router(), cds.console);
+        tasks.spawn(cds::serve(cds.listener, cds.store, settings, extra, self.shutdown.clone()));
         tokio::select! {
             _ = self.readiness.wait() => {}
             _ = wait_for_signal() => {

@@ -76,6 +76,12 @@ pub struct ControllerResultLabels {
     pub result: ReconcileOutcome,
 }
 
+/// The `name` label of controller-runtime's `leader_election_master_status`: the lease.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaderLabels {
+    pub name: &'static str,
+}
+
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Clone)]
@@ -96,6 +102,9 @@ pub struct OperatorMetrics {
     pub reconcile_time: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<ControllerLabels, Counter>,
     pub active_workers: Family<ControllerLabels, Gauge>,
+    /// 1 while this replica leads (it is the one that writes), 0 while it waits; absent in
+    /// standalone mode, which writes nothing.
+    pub leader: Family<LeaderLabels, Gauge>,
     /// Objects of the standalone manifests held at their last valid version (not upstream's:
     /// upstream has no standalone mode).
     pub held_objects: Gauge,
@@ -126,6 +135,7 @@ impl Default for OperatorMetrics {
             reconcile_time: Family::new_with_constructor(duration_histogram),
             reconcile_errors: Family::default(),
             active_workers: Family::default(),
+            leader: Family::default(),
             held_objects: Gauge::default(),
         }
     }
@@ -165,6 +175,11 @@ impl OperatorMetrics {
     /// `controller`'s objects.
     pub fn set_active(&self, controller: Controller, active: bool) {
         self.active_workers.get_or_create(&ControllerLabels { controller: controller.name() }).set(i64::from(active));
+    }
+
+    /// Whether this replica leads now, in the election for `lease`.
+    pub fn set_leader(&self, lease: &'static str, leading: bool) {
+        self.leader.get_or_create(&LeaderLabels { name: lease }).set(i64::from(leading));
     }
 
     pub fn register(&self, registry: &mut Registry) {
@@ -216,6 +231,8 @@ impl OperatorMetrics {
             self.reconcile_errors.clone(),
         );
         cr.register("active_workers", "Number of currently used workers per controller", self.active_workers.clone());
+        let election = registry.sub_registry_with_prefix("leader_election");
+        election.register("master_status", "Whether this replica leads (1) or not (0)", self.leader.clone());
     }
 }
 
@@ -247,6 +264,7 @@ mod tests {
                 result: ReconcileOutcome::success,
             })
             .inc();
+        m.set_leader("92062b70.l7mp.io", true);
         let mut registry = Registry::default();
         m.register(&mut registry);
         let mut text = String::new();
@@ -265,6 +283,7 @@ mod tests {
             "stunner_gateway_operator_held_objects 0",
             "# TYPE stunner_gateway_operator_operator_loop_last_active_timestamp_seconds gauge",
             "controller_runtime_reconcile_total{controller=\"gateway\",result=\"success\"} 1",
+            "leader_election_master_status{name=\"92062b70.l7mp.io\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
         }

@@ -8,8 +8,10 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use stunner_gateway::cds::{ObjectStatus, StatusList};
+use tokio::sync::watch;
 
 /// API group, kind, namespace and name: a `stunner.l7mp.io` and a `gateway.networking.k8s.io`
 /// UDPRoute of the same name are two objects.
@@ -25,12 +27,25 @@ fn key(api_version: &str, kind: &str, namespace: &str, name: &str) -> Key {
 }
 
 /// Latest status per object, and the objects held at their last valid version.
-#[derive(Default)]
 pub struct StatusBoard {
     statuses: RwLock<BTreeMap<Key, Stored>>,
     /// Why an object is held (`invalid edit at FILE:LINE`), shown as its status's `held`, with
     /// its `apiVersion`: a held object may have no status of its own (a GatewayConfig).
     held: RwLock<BTreeMap<Key, (String, String)>>,
+    /// Counts changes and announces each, for the console's live updates.
+    generation: AtomicU64,
+    changed: watch::Sender<()>,
+}
+
+impl Default for StatusBoard {
+    fn default() -> Self {
+        StatusBoard {
+            statuses: RwLock::default(),
+            held: RwLock::default(),
+            generation: AtomicU64::new(0),
+            changed: watch::Sender::new(()),
+        }
+    }
 }
 
 /// An object's status as JSON text, parsed again only when someone reads the board: as a
@@ -53,12 +68,32 @@ impl StatusBoard {
             return false;
         }
         map.insert(key, stored);
+        drop(map);
+        self.announce();
         true
+    }
+
+    fn announce(&self) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.changed.send_replace(());
+    }
+
+    /// How many times the board changed: equal numbers, equal boards.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// A receiver that changes whenever a status does.
+    pub fn subscribe(&self) -> watch::Receiver<()> {
+        self.changed.subscribe()
     }
 
     /// Forgets the status of an object that is gone.
     pub fn remove(&self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        self.statuses.write().expect("status lock").remove(&key(api_version, kind, namespace, name));
+        let removed = self.statuses.write().expect("status lock").remove(&key(api_version, kind, namespace, name));
+        if removed.is_some() {
+            self.announce();
+        }
     }
 
     /// Replaces the objects held at their last valid version: (`apiVersion`, kind, namespace,
@@ -70,7 +105,12 @@ impl StatusBoard {
                 (key(&api_version, &kind, &namespace, &name), (api_version, why))
             })
             .collect();
-        *self.held.write().expect("held lock") = held;
+        let mut current = self.held.write().expect("held lock");
+        if *current != held {
+            *current = held;
+            drop(current);
+            self.announce();
+        }
     }
 
     pub fn list(&self) -> StatusList {
@@ -141,8 +181,12 @@ mod tests {
         assert!(b.set(status("Gateway", "a", true)));
         let names: Vec<_> = b.list().items.iter().map(|s| format!("{}/{}", s.kind, s.name)).collect();
         assert_eq!(names, ["Gateway/a", "Gateway/b", "GatewayClass/a"]);
+        let before = b.generation();
         b.remove(GATEWAY_API, "Gateway", "ns", "b");
         assert_eq!(b.list().items.len(), 2);
+        assert_eq!(b.generation(), before + 1, "a removal is a change");
+        b.remove(GATEWAY_API, "Gateway", "ns", "b");
+        assert_eq!(b.generation(), before + 1, "removing nothing is none");
     }
 
     #[test]

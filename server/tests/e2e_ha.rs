@@ -58,6 +58,9 @@ async fn only_the_leader_writes_and_the_other_replica_takes_over() {
     assert_eq!(write_attempts(replicas[fi].1).await, 0.0, "the follower wrote nothing");
     assert!(replicas[li].0.log_contains("became the leader"));
     assert!(!replicas[fi].0.log_contains("became the leader"));
+    let leading = |metrics| metric_sum(metrics, "leader_election_master_status{", "name=\"92062b70.l7mp.io\"");
+    assert_eq!(leading(replicas[li].1).await, 1.0, "the leader says so (the no-leader alert's metric)");
+    assert_eq!(leading(replicas[fi].1).await, 0.0, "the follower says it waits");
 
     // The leader crashes (no chance to release the Lease): the follower takes over once the
     // Lease expires, and finds nothing to change.
@@ -72,6 +75,7 @@ async fn only_the_leader_writes_and_the_other_replica_takes_over() {
     })
     .await;
     wait_for("the new leader's log", || async { follower.log_contains("became the leader").then_some(()) }).await;
+    wait_for("the new leader's metric", || async { (leading(follower_metrics).await == 1.0).then_some(()) }).await;
     let after = settle(c, &QUICKSTART_WRITTEN).await;
     assert_eq!(after, before, "a new leader rewrites nothing that is unchanged");
     let later = drain(&mut ws, std::time::Duration::from_secs(2)).await;

@@ -179,7 +179,7 @@ async fn node_with_gateway_api(test: &str) -> Option<(Node, Client)> {
     }
     let node = Node::start(test).await?;
     let client = node.admin.clone();
-    e2e::install_gateway_api_crds(&client).await;
+    e2e::install_gateway_api(&client, e2e::GatewayApi::V14StandardWithUdpRoute).await;
     Some((node, client))
 }
 
@@ -211,11 +211,18 @@ fn helm(node: &Node, verb: &str, extra: &[&str]) {
     );
 }
 
+/// The `stunnerctl` that `cargo test --workspace` built beside this test binary (which lives in
+/// `<target>/<profile>/deps/`), so a `CARGO_TARGET_DIR` elsewhere is followed.
+fn stunnerctl_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent().and_then(|deps| deps.parent()).expect("<target>/<profile>/deps").join("stunnerctl")
+}
+
 /// `stunnerctl` (client crate, built by `cargo test --workspace`) as a user with only the
 /// node's kubeconfig: it finds the CDS and the dataplane pods and port-forwards through the
 /// API server and the kubelet. Panics with its output on failure.
 fn stunnerctl(node: &Node, args: &[&str]) -> String {
-    let bin = repo_file("target/debug/stunnerctl");
+    let bin = stunnerctl_bin();
     assert!(bin.exists(), "{} is missing: cargo build -p stunner-gateway-client", bin.display());
     let out = Command::new(bin)
         .args(["--kubeconfig", node.kubeconfig.to_str().unwrap()])
@@ -664,7 +671,7 @@ fn stunnerctl_from_pod(node: &Node, pod_ip: std::net::Ipv4Addr, cds: SocketAddr,
     let netns = node.pod_netns(pod_ip);
     let out = Command::new("nsenter")
         .arg(format!("--net={}", netns.display()))
-        .arg(repo_file("target/debug/stunnerctl"))
+        .arg(stunnerctl_bin())
         .args(["--cds-server-address", &format!("http://{cds}")])
         .args(args)
         .output()
@@ -819,4 +826,85 @@ async fn hardened_install_serves_each_dataplane_its_own_gateway_only() {
     // The operator's own tools still see everything through a port-forward (loopback).
     let names = stunnerctl(&node, &["config", "-A", "-o", "jsonpath={.admin.name}"]);
     assert!(names.contains("stunner/udp-gateway"), "{names}");
+}
+
+/// Waits until the Gateway's DaemonSet has an available pod on the node.
+async fn wait_daemon_set_available(client: &Client, name: &str) -> k8s_openapi::api::apps::v1::DaemonSet {
+    let api: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::namespaced(client.clone(), GATEWAY_NS);
+    wait_for(&format!("DaemonSet {GATEWAY_NS}/{name} available"), || {
+        let api = api.clone();
+        async move {
+            let d = api.get(name).await.ok()?;
+            let status = d.status.as_ref()?;
+            let fresh = status.observed_generation >= d.metadata.generation;
+            (fresh && status.number_available.unwrap_or(0) >= 1).then_some(d)
+        }
+    })
+    .await
+}
+
+/// A public TURN service per node (issue #45): the chart's default Dataplane switched to a
+/// host-network DaemonSet, a Gateway with relay address discovery. stunnerd runs in the host's
+/// network (it resolves the CDS Service name: `ClusterFirstWithHostNet`), a TURN client reaches
+/// it at `<node IP>:3478` directly (no Service in the path) and is relayed from the node's
+/// address, to a backend pod. The node has no ExternalIP (kubelet, with no cloud provider,
+/// rewrites a node's addresses to its own within seconds, so a test cannot give it one), so
+/// discovery falls back to the pod address, here the node's, and the Gateway's
+/// `RelayAddressDiscovered` condition names the node. Switching the Dataplane back to a
+/// (host-network) Deployment keeps TURN working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_network_daemon_set_serves_turn_from_the_node() {
+    let Some((node, client)) = node_with_gateway_api("public-turn").await else { return };
+    apply_yaml(&client, &echo_backend(1)).await;
+    helm(&node, "install", &["--create-namespace"]);
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    let dataplanes = e2e::api_for(&client, "stunner.l7mp.io/v1", "Dataplane", None).await;
+    let set_kind = |kind: &'static str| {
+        let dataplanes = dataplanes.clone();
+        async move {
+            // No metrics port on the host; a short grace period: a pod that goes waits out
+            // open allocations that long, and the next host-network pod waits for it.
+            let spec = json!({"spec": {
+                "dataplaneResource": kind, "hostNetwork": true,
+                "enableMetricsEndpoint": false, "terminationGracePeriodSeconds": 5,
+            }});
+            dataplanes.patch("default", &PatchParams::default(), &Patch::Merge(spec)).await.unwrap();
+        }
+    };
+    set_kind("DaemonSet").await;
+    let discovering = simple_tunnel("pass-1").replace(
+        "    stunner.l7mp.io/service-type: NodePort\n",
+        "    stunner.l7mp.io/service-type: NodePort\n    stunner.l7mp.io/enable-relay-address-discovery: \"true\"\n",
+    );
+    apply_yaml(&client, &discovering).await;
+    wait_available(&client, "default", "echo-server").await;
+    let daemon_set = wait_daemon_set_available(&client, "udp-gateway").await;
+    let pod = daemon_set.spec.unwrap().template.spec.unwrap();
+    assert_eq!((pod.host_network, pod.dns_policy.as_deref()), (Some(true), Some("ClusterFirstWithHostNet")));
+    assert!(get(&client, "apps/v1", "Deployment", Some(GATEWAY_NS), "udp-gateway").await.is_none());
+
+    let turn = SocketAddr::new(node.node_ip.into(), 3478);
+    let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
+    let v = turn_relays(&node, turn, USER, "pass-1", echo).await;
+    assert!(v["relay"].as_str().unwrap_or_default().starts_with(&format!("{}:", node.node_ip)), "{v}");
+
+    // The served config, as the node's stunnerd asks for it (`?node=`): no external address,
+    // so the placeholder became `$STUNNER_ADDR`; and the Gateway says why.
+    let cds = SocketAddr::new(cluster_ip(&client, OPERATOR_NS, "stunner-config-discovery").await, 13478);
+    let config = e2e::cds_node_config(cds, GATEWAY_NS, "udp-gateway", &node.facts.node_name).await.unwrap();
+    assert_eq!(config.listeners[0].addr, "$STUNNER_ADDR");
+    let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some(GATEWAY_NS), "udp-gateway").await.unwrap();
+    let condition = e2e::condition(&gw.data["status"], "RelayAddressDiscovered").cloned().unwrap_or_default();
+    assert_eq!(
+        (condition["status"].as_str(), condition["reason"].as_str()),
+        (Some("False"), Some("NoExternalAddress"))
+    );
+    assert!(condition["message"].as_str().unwrap_or_default().contains(&node.facts.node_name), "{condition}");
+
+    // Back to a Deployment: the DaemonSet goes first (its pod holds the node's ports), then
+    // the Deployment's pod serves on the same address.
+    set_kind("Deployment").await;
+    wait_available(&client, GATEWAY_NS, "udp-gateway").await;
+    e2e::wait_gone(&client, "apps/v1", "DaemonSet", Some(GATEWAY_NS), "udp-gateway").await;
+    turn_relays(&node, turn, USER, "pass-1", echo).await;
 }

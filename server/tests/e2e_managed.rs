@@ -506,7 +506,7 @@ spec:
 
 /// DaemonSets are watched: no DELETE is sent for a DaemonSet that is not there (upstream sends
 /// one per Gateway), and one that appears under a Gateway's name, after its Deployment, is
-/// deleted.
+/// deleted once the Deployment has an available pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lingering_daemon_set_is_deleted() {
     let Some(cluster) = Cluster::start("daemon-set").await else { return };
@@ -527,6 +527,11 @@ async fn a_lingering_daemon_set_is_deleted() {
     assert_eq!(daemon_set_writes().await, 0.0, "no DaemonSet, no DELETE");
 
     apply_yaml(c, LINGERING_DAEMON_SET).await;
+    // It goes once the Deployment serves: no controller runs here to say so, so the test does.
+    let deployments = api_for(c, "apps/v1", "Deployment", Some(NS)).await;
+    let available = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
+    let params = kube::api::PatchParams::default();
+    deployments.patch_status("udp-gateway", &params, &kube::api::Patch::Merge(&available)).await.unwrap();
     wait_gone(c, "apps/v1", "DaemonSet", Some(NS), "udp-gateway").await;
     let deleted = "kind=\"DaemonSet\",operation=\"deleted\"";
     wait_for("the DELETE counted", || async {

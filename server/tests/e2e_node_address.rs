@@ -3,10 +3,11 @@
 //! cluster source, taken in by the render loop and patched into the config a `node=` GET of
 //! that node returns.
 //!
-//! The operator's parts run in this process, not as the binary the other e2e suites start:
-//! the renderer never emits the node-address placeholder (upstream's open-source renderer
-//! does not either), so the only way to have a config with one in the store is to put it
-//! there, beside the configs the render loop publishes.
+//! The operator's parts run in this process, not as the binary the other e2e suites start,
+//! and the config with the node-address placeholder is put in the store directly, beside the
+//! configs the render loop publishes: this suite tests the Node path alone (the renderer's
+//! placeholder, for Gateways with relay address discovery, is `render::relay`'s, tested by the
+//! golden cases and against stunnerd in interop_stunnerd.rs).
 
 mod e2e;
 

@@ -136,10 +136,16 @@ struct Stunnerd {
 
 impl Stunnerd {
     async fn start(cds: &str) -> Stunnerd {
+        Stunnerd::start_with_env(cds, &[]).await
+    }
+
+    /// [`Stunnerd::start`] with `env` set as well (a pod's `STUNNER_NODENAME`, say).
+    async fn start_with_env(cds: &str, env: &[(&str, &str)]) -> Stunnerd {
         wait_until_health_port_is_free().await;
         let mut child = Command::new(interop_bin("stunnerd"))
             .args(["-w", "--id", GATEWAY_ID, "-c", &format!("http://{cds}")])
             .env("STUNNER_ADDR", "127.0.0.1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -389,6 +395,7 @@ struct Verdict {
 #[derive(Clone)]
 struct Probe {
     transport: &'static str,
+    host: &'static str,
     port: u16,
     creds: Vec<String>,
     extra: Vec<String>,
@@ -396,7 +403,11 @@ struct Probe {
 
 impl Probe {
     fn new(transport: &'static str, port: u16) -> Probe {
-        Probe { transport, port, creds: vec![], extra: vec![] }
+        Probe { transport, host: "127.0.0.1", port, creds: vec![], extra: vec![] }
+    }
+    fn host(mut self, host: &'static str) -> Probe {
+        self.host = host;
+        self
     }
     fn user(mut self, user: &str, password: &str) -> Probe {
         self.creds = vec!["--user".into(), user.into(), "--password".into(), password.into()];
@@ -414,7 +425,7 @@ impl Probe {
     /// One run of turnprobe against `peer`.
     async fn run(&self, peer: SocketAddr) -> Verdict {
         let out = Command::new(interop_bin("turnprobe"))
-            .args(["--server", &format!("127.0.0.1:{}", self.port), "--transport", self.transport])
+            .args(["--server", &format!("{}:{}", self.host, self.port), "--transport", self.transport])
             .args(["--peer", &peer.to_string(), "--count", "5", "--timeout", "20s"])
             .args(&self.creds)
             .args(&self.extra)
@@ -723,4 +734,160 @@ async fn turn_clients_relay_with_credentials_from_the_credential_api() {
         daemon.kill().await;
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// `gatewayclass_yaml` with `line` added to the GatewayConfig's spec.
+fn gatewayclass_with(auth: &Auth, line: &str) -> String {
+    let realm = "  realm: stunner.l7mp.io\n";
+    gatewayclass_yaml(auth).replace(realm, &format!("{realm}  {line}\n"))
+}
+
+/// `userQuota` reaches stunnerd as `admin.user_quota`, which v1.2.1 takes (its admin status
+/// says `quota=2`) but does not enforce: the open stunnerd's quota handler is a stub that
+/// admits every allocation (stunner `handlers.go`, `newQuotaHandlerStub`; at upstream's head
+/// `internal/quota`), so a third simultaneous allocation of one user is relayed too. Should a
+/// stunnerd that enforces it come in, this test fails at the third allocation, which it then
+/// refuses with 486, and docs/compatibility.md must say so.
+#[tokio::test]
+async fn stunnerd_takes_the_user_quota_but_the_open_build_does_not_enforce_it() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let udp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("quota", &auth, &[("udp-listener", "UDP", udp)], None);
+    rewrite(&dir, "gatewayclass.yaml", &gatewayclass_with(&auth, "userQuota: 2"));
+    let backend = echo_backend().await;
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+    sd.wait_for_log("quota=2", 1).await;
+
+    // Two allocations of user-1 held (each probe relays a datagram every 50 ms for 12 s, and
+    // holds its allocation until done), then a third of the same user.
+    let probe = Probe::new("udp", udp).user("user-1", "pass-1");
+    let holding = probe.clone().arg("--count=240").arg("--timeout=40s");
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            tokio::spawn({
+                let p = holding.clone();
+                async move { p.run(backend).await }
+            })
+        })
+        .collect();
+    // v1.2.1 logs no allocation at INFO; a probe allocates within a second on loopback.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let third = probe.run(backend).await;
+    let third_done = Instant::now();
+    for h in held {
+        let v = h.await.unwrap();
+        assert!(v.ok, "a held allocation: {v:?}");
+    }
+    assert!(third_done.elapsed() > Duration::from_secs(3), "the first two were still held during the third");
+    assert!(third.ok && third.received > 0, "v1.2.1 relays the third allocation too: {third:?}\n{}", tail(&sd.log));
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A STUN Binding request (RFC 5389: type 0x0001, no attributes) with `tid`.
+fn binding_request(tid: [u8; 12]) -> Vec<u8> {
+    let mut m = vec![0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
+    m.extend_from_slice(&tid);
+    m
+}
+
+/// `stunMode` renders `auth.type: none`: stunnerd then answers STUN binding requests and
+/// refuses every TURN allocation with an error response (pion/turn's "STUN only mode": 401
+/// without credentials, 400 with them), whatever credentials the client brings.
+#[tokio::test]
+async fn stun_mode_serves_binding_requests_and_refuses_allocations() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let udp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("stun-mode", &auth, &[("udp-listener", "UDP", udp)], None);
+    rewrite(&dir, "gatewayclass.yaml", &gatewayclass_with(&auth, "stunMode: true"));
+    let backend = echo_backend().await;
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let tid = *b"stun-mode-01";
+    let mut answer = None;
+    for _ in 0..10 {
+        sock.send_to(&binding_request(tid), ("127.0.0.1", udp)).await.unwrap();
+        let mut buf = [0u8; 512];
+        if let Ok(Ok((n, _))) = tokio::time::timeout(Duration::from_millis(500), sock.recv_from(&mut buf)).await {
+            answer = Some(buf[..n].to_vec());
+            break;
+        }
+    }
+    let answer = answer.unwrap_or_else(|| panic!("no answer to a binding request:\n{}", tail(&sd.log)));
+    assert_eq!(&answer[..2], &[0x01, 0x01], "a Binding Success Response");
+    assert_eq!(&answer[8..20], &tid, "to our request");
+    // XOR-MAPPED-ADDRESS (0x0020) names our port.
+    let port = sock.local_addr().unwrap().port() ^ 0x2112;
+    assert!(answer[20..].windows(2).any(|w| w == port.to_be_bytes()), "our mapped address in {answer:?}");
+
+    let probe = Probe::new("udp", udp).user("user-1", "pass-1");
+    probe.refused("an allocation in STUN mode", &sd, backend, ALLOCATE).await;
+    sd.assert_running();
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Relay address discovery in standalone mode: the manifests' Node has an external address
+/// (127.0.0.2 here, a loopback address that stands for a public one), the Gateway asks for
+/// discovery, and stunnerd, started as on that node (`STUNNER_NODENAME`, which stunnerd sends
+/// as `?node=`), gets that address as its listener's relay address: a TURN client reaching it
+/// there is relayed from it. The CDS answers `?node=` the same way to anyone (`stunnerctl
+/// config --node`), and a node it does not know gets `$STUNNER_ADDR`.
+#[tokio::test]
+async fn stunnerd_relays_from_its_nodes_address_with_relay_address_discovery() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let udp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("relay-discovery", &auth, &[("udp-listener", "UDP", udp)], None);
+    let annotations = "  annotations:\n";
+    let gateway = gateway_yaml(&[("udp-listener", "UDP", udp)])
+        .replace(annotations, &format!("{annotations}    stunner.l7mp.io/enable-relay-address-discovery: \"true\"\n"));
+    rewrite(&dir, "gateway.yaml", &gateway);
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n\
+                status: {addresses: [{type: InternalIP, address: 10.0.0.1}, {type: ExternalIP, address: 127.0.0.2}]}\n";
+    std::fs::write(dir.join("node.yaml"), node).unwrap();
+    let backend = echo_backend().await;
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+
+    let config = |node: &'static str| {
+        let addr = daemon.addr.clone();
+        async move {
+            let (code, body) = http_get(&addr, &format!("/api/v1/configs/{GATEWAY_ID}?node={node}")).await;
+            assert_eq!(code, 200, "{body}");
+            let c: serde_json::Value = serde_json::from_str(&body).unwrap();
+            c["listeners"][0]["address"].as_str().unwrap().to_string()
+        }
+    };
+    assert_eq!(config("node-1").await, "127.0.0.2");
+    assert_eq!(config("elsewhere").await, "$STUNNER_ADDR");
+
+    let mut sd = Stunnerd::start_with_env(&daemon.addr, &[("STUNNER_NODENAME", "node-1")]).await;
+    sd.wait_ready().await;
+    let v = Probe::new("udp", udp)
+        .host("127.0.0.2")
+        .user("user-1", "pass-1")
+        .relays("relayed from the node's address", &sd, backend)
+        .await;
+    assert!(v.relay.starts_with("127.0.0.2:"), "relayed from {}", v.relay);
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -21,6 +21,9 @@ pub struct ClusterConfig {
 
 pub const CLUSTER_TYPE_STATIC: &str = "STATIC";
 pub const CLUSTER_TYPE_STRICT_DNS: &str = "STRICT_DNS";
+/// The peer transports of a cluster: UDP (the default) or TCP (RFC 6062 TCP allocations).
+pub const CLUSTER_PROTOCOL_UDP: &str = "UDP";
+pub const CLUSTER_PROTOCOL_TCP: &str = "TCP";
 
 fn canonical<'a>(raw: &str, known: [&'a str; 2], what: &str) -> Result<&'a str, ConfigError> {
     known
@@ -38,8 +41,8 @@ impl ClusterConfig {
         let raw = if self.cluster_type.is_empty() { CLUSTER_TYPE_STATIC } else { &self.cluster_type };
         let cluster_type = canonical(raw, [CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS], "type")?;
         self.cluster_type = cluster_type.into();
-        let raw = if self.protocol.is_empty() { "UDP" } else { &self.protocol };
-        self.protocol = canonical(raw, ["UDP", "TCP"], "protocol")?.into();
+        let raw = if self.protocol.is_empty() { CLUSTER_PROTOCOL_UDP } else { &self.protocol };
+        self.protocol = canonical(raw, [CLUSTER_PROTOCOL_UDP, CLUSTER_PROTOCOL_TCP], "protocol")?.into();
         if cluster_type == CLUSTER_TYPE_STATIC {
             for ep in &self.endpoints {
                 Endpoint::parse(ep).map_err(ConfigError)?;

@@ -20,7 +20,9 @@ pub use admin::{
     LicenseConfig, offload_engine,
 };
 pub use auth::{AuthConfig, AuthType, DEFAULT_REALM};
-pub use cluster::{CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS, ClusterConfig};
+pub use cluster::{
+    CLUSTER_PROTOCOL_TCP, CLUSTER_PROTOCOL_UDP, CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS, ClusterConfig,
+};
 pub use endpoint::Endpoint;
 pub use error::ConfigError;
 pub use listener::{

@@ -1,4 +1,4 @@
-//! Deployments as the index keeps them: their metadata, the two things the render reads of the
+//! Deployments as the index keeps them: their metadata, the few things the render reads of the
 //! rest, and the rest as JSON text.
 //!
 //! Every managed Gateway has a Deployment, and a Kubernetes `Deployment` is the largest object
@@ -15,6 +15,7 @@
 
 use crate::keys::CONFIG_ORIGIN_ENV;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Serialize, Serializer};
 
@@ -26,6 +27,8 @@ pub struct DeploymentRecord {
     pub config_origin: Option<String>,
     /// `status.unavailableReplicas`.
     pub unavailable_replicas: Option<i32>,
+    /// `status.availableReplicas`: whether it serves yet, when a DaemonSet is replaced by it.
+    pub available_replicas: Option<i32>,
     /// The object without its metadata, as JSON.
     rest: Box<str>,
 }
@@ -43,15 +46,22 @@ impl DeploymentRecord {
 impl From<Deployment> for DeploymentRecord {
     fn from(mut deployment: Deployment) -> Self {
         let metadata = std::mem::take(&mut deployment.metadata);
-        let containers = deployment.spec.iter().filter_map(|s| s.template.spec.as_ref()).flat_map(|p| &p.containers);
-        let origin = containers.flat_map(|c| c.env.iter().flatten()).find(|e| e.name == CONFIG_ORIGIN_ENV);
+        let origin = config_origin(deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()));
+        let status = deployment.status.as_ref();
         DeploymentRecord {
             metadata,
-            config_origin: origin.and_then(|e| e.value.clone()),
-            unavailable_replicas: deployment.status.as_ref().and_then(|s| s.unavailable_replicas),
+            config_origin: origin.map(str::to_owned),
+            unavailable_replicas: status.and_then(|s| s.unavailable_replicas),
+            available_replicas: status.and_then(|s| s.available_replicas),
             rest: serde_json::to_string(&deployment).expect("a Deployment serializes").into_boxed_str(),
         }
     }
+}
+
+/// The value of the first `STUNNER_CONFIG_ORIGIN` among a pod template's containers.
+pub fn config_origin(pod: Option<&PodSpec>) -> Option<&str> {
+    let containers = pod.into_iter().flat_map(|p| &p.containers);
+    containers.flat_map(|c| c.env.iter().flatten()).find(|e| e.name == CONFIG_ORIGIN_ENV)?.value.as_deref()
 }
 
 /// As the whole object: what the API server would show.
@@ -80,7 +90,7 @@ mod tests {
                     ]}
                 ]}}
             },
-            "status": {"replicas": 2, "unavailableReplicas": 1}
+            "status": {"replicas": 2, "unavailableReplicas": 1, "availableReplicas": 1}
         }))
         .unwrap()
     }
@@ -89,7 +99,7 @@ mod tests {
     fn keeps_what_the_render_reads_and_gives_back_the_whole_object() {
         let record = DeploymentRecord::from(deployment());
         assert_eq!(record.config_origin.as_deref(), Some("http://10.0.0.1:13478"), "the first one found");
-        assert_eq!(record.unavailable_replicas, Some(1));
+        assert_eq!((record.unavailable_replicas, record.available_replicas), (Some(1), Some(1)));
         assert_eq!(record.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(record.to_deployment(), deployment());
         assert_eq!(serde_json::to_value(&record).unwrap(), serde_json::to_value(deployment()).unwrap());
@@ -98,6 +108,6 @@ mod tests {
     #[test]
     fn a_deployment_without_template_or_status_has_neither() {
         let record = DeploymentRecord::from(Deployment::default());
-        assert_eq!((record.config_origin, record.unavailable_replicas), (None, None));
+        assert_eq!((record.config_origin, record.unavailable_replicas, record.available_replicas), (None, None, None));
     }
 }

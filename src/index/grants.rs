@@ -6,8 +6,7 @@
 //! grant's change marks only the routes of those namespaces that name a backend of its `to`
 //! list, and their Gateways.
 
-use super::{GATEWAY_API_GROUP, Index, Kind, ObjRef, Store};
-use crate::resources::UdpRoute;
+use super::{GATEWAY_API_GROUP, Index, Kind, ObjRef, ROUTE_KINDS};
 use crate::resources::{GROUP, ReferenceGrantFrom, ReferenceGrantTo};
 
 /// The `(group, kind)` a grant's `from` entry names a route kind by.
@@ -15,6 +14,7 @@ fn route_group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
     match kind {
         Kind::UdpRoute => Some((GROUP, "UDPRoute")),
         Kind::GatewayUdpRoute => Some((GATEWAY_API_GROUP, "UDPRoute")),
+        Kind::GatewayTcpRoute => Some((GATEWAY_API_GROUP, "TCPRoute")),
         _ => None,
     }
 }
@@ -30,9 +30,7 @@ fn backend_group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
 
 /// The route kinds a `from` entry names.
 fn from_route_kinds(from: &ReferenceGrantFrom) -> impl Iterator<Item = Kind> + '_ {
-    [Kind::UdpRoute, Kind::GatewayUdpRoute]
-        .into_iter()
-        .filter(|k| route_group_kind(*k) == Some((&from.group, &from.kind)))
+    ROUTE_KINDS.into_iter().filter(|k| route_group_kind(*k) == Some((&from.group, &from.kind)))
 }
 
 /// The backend kind a `to` entry names, if it is one routes can use.
@@ -82,7 +80,7 @@ impl Index {
         let mut routes = Vec::new();
         for from in g.spec.from.iter().filter(|f| f.namespace != ns) {
             for kind in from_route_kinds(from) {
-                for (key, _) in self.route_store(kind).in_namespace(&from.namespace) {
+                for (key, _) in self.route_store(kind).into_iter().flat_map(|s| s.in_namespace(&from.namespace)) {
                     let route = ObjRef::new(kind, key.clone());
                     if self.references(&route).iter().any(allowed) {
                         routes.push(route);
@@ -93,13 +91,5 @@ impl Index {
         routes.sort();
         routes.dedup();
         routes
-    }
-
-    /// The store of a route kind (both hold routes in STUNner's v1 shape).
-    fn route_store(&self, kind: Kind) -> &Store<UdpRoute> {
-        match kind {
-            Kind::GatewayUdpRoute => self.gateway_udp_routes(),
-            _ => self.udp_routes(),
-        }
     }
 }

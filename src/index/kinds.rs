@@ -24,7 +24,8 @@ use super::referrers::Referrers;
 use super::store::Store;
 use crate::resources::redact;
 use crate::resources::{
-    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayUdpRoute, ReferenceGrant, StaticService, UdpRoute,
+    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayTcpRoute, GatewayUdpRoute, ReferenceGrant, StaticService,
+    UdpRoute,
 };
 use hashbrown::HashMap;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -36,6 +37,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::fmt::Debug;
+
+/// The route kinds, each stored in STUNner's v1 shape, in masking order: a route hides the
+/// routes of later kinds with the same namespace and name (their clusters would share a name).
+pub const ROUTE_KINDS: [Kind; 3] = [Kind::UdpRoute, Kind::GatewayUdpRoute, Kind::GatewayTcpRoute];
 
 /// One object of the index: its kind and key (hashed as its view: see `super::lookup`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -182,8 +187,8 @@ macro_rules! stored {
 
 macro_rules! kinds {
     ($($(#[$doc:meta])* $variant:ident($wire:ty $(=> $stored:ty)?) in $field:ident by $controller:ident $(, also $($older:literal),+)?;)*) => {
-        /// One watched object. [`Resource::GatewayUdpRoute`] holds a Gateway API v1alpha2 route
-        /// already converted to STUNner's v1 shape (see [`super::convert_gateway_udp_route`]),
+        /// One watched object. [`Resource::GatewayUdpRoute`] and [`Resource::GatewayTcpRoute`]
+        /// hold Gateway API routes already converted to STUNner's v1 shape (see `super::convert`),
         /// [`Resource::EndpointSlice`] what the render reads of a slice (`EndpointAddresses`),
         /// [`Resource::Deployment`] a `DeploymentRecord`.
         // Each object is boxed: the store keeps the box as it is (see `super::store`), and a
@@ -349,8 +354,12 @@ kinds! {
     Dataplane(Dataplane) in dataplanes by dataplane;
     /// STUNner `UDPRoute` (`stunner.l7mp.io/v1`).
     UdpRoute(UdpRoute) in udp_routes by udproute;
-    /// Gateway API `UDPRoute` (`gateway.networking.k8s.io/v1alpha2`), in STUNner's v1 shape.
-    GatewayUdpRoute(GatewayUdpRoute => UdpRoute) in gateway_udp_routes by udproute;
+    /// Gateway API `UDPRoute` (`gateway.networking.k8s.io/v1alpha2`, or `v1`: the same
+    /// object seen through either version), in STUNner's v1 shape.
+    GatewayUdpRoute(GatewayUdpRoute => UdpRoute) in gateway_udp_routes by udproute, also "v1";
+    /// Gateway API `TCPRoute` (`v1alpha2` or `v1`), in STUNner's v1 shape: its cluster relays
+    /// to TCP peers. Upstream has no controller for it; it counts for `udproute`, as routes do.
+    GatewayTcpRoute(GatewayTcpRoute => UdpRoute) in gateway_tcp_routes by udproute, also "v1";
     /// STUNner `StaticService`.
     StaticService(StaticService) in static_services by udproute;
     /// Core `Service`: route backends and the Gateways' own LoadBalancer Services.

@@ -26,14 +26,16 @@ pub use change::{Change, Held, Input};
 pub use controller::Controller;
 pub use convert::convert_gateway_udp_route;
 pub use decode::decode_value;
-pub use deployment_record::DeploymentRecord;
+pub use deployment_record::{DeploymentRecord, config_origin};
 pub use dirty::Dirty;
 pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;
 pub use key::{KeyView, ObjectKey};
-pub use kinds::{Index, Kind, KindVisitor, ObjRef, Resource, Wire, content_digest};
+pub use kinds::{Index, Kind, KindVisitor, ObjRef, ROUTE_KINDS, Resource, Wire, content_digest};
 pub use lookup::ObjRefView;
-pub use refs::{GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway};
+pub use refs::{
+    GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway, relay_discovery_enabled,
+};
 pub use store::Store;
 
 impl Index {
@@ -41,16 +43,28 @@ impl Index {
         Self::default()
     }
 
+    /// The store of a route kind, if `kind` is one.
+    pub fn route_store(&self, kind: Kind) -> Option<&Store<crate::resources::UdpRoute>> {
+        match kind {
+            Kind::UdpRoute => Some(self.udp_routes()),
+            Kind::GatewayUdpRoute => Some(self.gateway_udp_routes()),
+            Kind::GatewayTcpRoute => Some(self.gateway_tcp_routes()),
+            _ => None,
+        }
+    }
+
     /// Adds or replaces an object; returns what must be re-rendered.
     pub fn apply(&mut self, resource: Resource) -> Dirty {
         let r = resource.obj_ref();
         let node_address = self.first_node_address().map(str::to_owned);
+        let relays = self.relay_address_of(&r);
         let mut dirty = self.affected(&r);
         self.unlink(&r);
         self.link(&r, refs::forward_refs(&resource));
         self.stores.insert(r.key.clone(), resource);
         dirty.merge(self.affected(&r));
         self.node_change(node_address, &mut dirty);
+        self.relay_address_change(&r, relays, &mut dirty);
         dirty
     }
 
@@ -59,10 +73,12 @@ impl Index {
         let key = if kind.is_cluster_scoped() { ObjectKey::cluster(name) } else { ObjectKey::new(namespace, name) };
         let r = ObjRef::new(kind, key);
         let node_address = self.first_node_address().map(str::to_owned);
+        let relays = self.relay_address_of(&r);
         let mut dirty = self.affected(&r);
         self.unlink(&r);
         self.stores.remove(kind, &r.key);
         self.node_change(node_address, &mut dirty);
+        self.relay_address_change(&r, relays, &mut dirty);
         dirty
     }
 
@@ -75,8 +91,10 @@ impl Index {
         }
         Dirty {
             gateways: self.gateways().keys().cloned().collect(),
-            routes: routes(Kind::UdpRoute, self.udp_routes())
-                .chain(routes(Kind::GatewayUdpRoute, self.gateway_udp_routes()))
+            routes: ROUTE_KINDS
+                .into_iter()
+                .filter_map(|kind| Some(routes(kind, self.route_store(kind)?)))
+                .flatten()
                 .collect(),
             classes: self.gateway_classes().keys().map(|k| k.name.to_string()).collect(),
         }
@@ -140,6 +158,25 @@ impl Index {
                 }
             }
         }
+    }
+
+    /// For a Node: whether it is there, and whether it has an external address.
+    fn relay_address_of(&self, r: &ObjRef) -> Option<bool> {
+        if r.kind != Kind::Node {
+            return None;
+        }
+        self.nodes().get(&r.key).map(|n| refs::node_external_address(n).is_some())
+    }
+
+    /// A Node that came, went, or gained or lost its external address changes the
+    /// `RelayAddressDiscovered` condition of the Gateways with relay address discovery.
+    fn relay_address_change(&self, r: &ObjRef, before: Option<bool>, dirty: &mut Dirty) {
+        if r.kind != Kind::Node || self.relay_address_of(r) == before {
+            return;
+        }
+        let gateways = self.gateways();
+        let discovering = gateways.keys().filter(|k| gateways.get(*k).is_some_and(refs::relay_discovery_enabled));
+        dirty.gateways.extend(discovering.cloned());
     }
 
     /// Node events matter only through the first node's address, which every Gateway may use.

@@ -4,9 +4,9 @@
 //! [`Index::affected`] walks from a changed object to the Gateways whose rendering reads it,
 //! the routes whose status may change and the GatewayClasses whose status may change.
 
-use super::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, Resource};
-use crate::keys::RELATED_GATEWAY_NAME;
-use crate::resources::{BackendRef, GROUP, GatewayClass, ParentReference, UdpRoute};
+use super::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, ROUTE_KINDS, Resource};
+use crate::keys::{ENABLE_RELAY_ADDRESS_DISCOVERY, RELATED_GATEWAY_NAME};
+use crate::resources::{BackendRef, GROUP, Gateway, GatewayClass, ParentReference, UdpRoute};
 use k8s_openapi::api::core::v1::Node;
 
 /// The Gateway API group, the default group of a parentRef.
@@ -42,6 +42,13 @@ pub fn node_external_address(node: &Node) -> Option<&str> {
     let addresses = node.status.as_ref()?.addresses.as_deref()?;
     let of_type = |t: &str| addresses.iter().find(|a| a.type_ == t && !a.address.is_empty());
     of_type("ExternalIP").or_else(|| of_type("ExternalDNS")).map(|a| a.address.as_str())
+}
+
+/// Whether a Gateway asks for relay address discovery (`render::relay`), for which every
+/// Node's external address matters.
+pub fn relay_discovery_enabled(gw: &Gateway) -> bool {
+    let annotations = gw.metadata.annotations.as_ref();
+    annotations.and_then(|a| a.get(ENABLE_RELAY_ADDRESS_DISCOVERY)).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 fn namespace_of(r: &Resource) -> &str {
@@ -86,7 +93,9 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
                 .map(|a| ObjRef::new(Kind::Secret, ObjectKey::new(a.namespace.as_deref().unwrap_or(ns), &a.name)));
             std::iter::once(ObjRef::new(Kind::Dataplane, ObjectKey::cluster(dataplane))).chain(secret).collect()
         }
-        Resource::UdpRoute(route) | Resource::GatewayUdpRoute(route) => route_refs(ns, route),
+        Resource::UdpRoute(route) | Resource::GatewayUdpRoute(route) | Resource::GatewayTcpRoute(route) => {
+            route_refs(ns, route)
+        }
         Resource::Service(_) | Resource::Deployment(_) => annotated_gateway(r).into_iter().collect(),
         Resource::EndpointSlice(s) => {
             s.service.iter().map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).collect()
@@ -129,14 +138,14 @@ impl Index {
                 referrers(Kind::Gateway).into_iter().for_each(|gw| self.mark_gateway(&gw, dirty));
             }
             Kind::Gateway => self.mark_gateway(&r.key, dirty),
-            Kind::UdpRoute => {
-                self.mark_route(r, dirty);
-                // A v1 route masks (or stops masking) the v1alpha2 route of the same name.
-                self.mark_route(&ObjRef::new(Kind::GatewayUdpRoute, r.key.clone()), dirty);
+            // A route masks (or stops masking) the routes of later kinds of the same name.
+            Kind::UdpRoute | Kind::GatewayUdpRoute | Kind::GatewayTcpRoute => {
+                for kind in ROUTE_KINDS.into_iter().skip_while(|k| *k != r.kind) {
+                    self.mark_route(&ObjRef::new(kind, r.key.clone()), dirty);
+                }
             }
-            Kind::GatewayUdpRoute => self.mark_route(r, dirty),
             Kind::Service | Kind::StaticService | Kind::Namespace => {
-                for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
+                for kind in ROUTE_KINDS {
                     referrers(kind).into_iter().for_each(|k| self.mark_route(&ObjRef::new(kind, k), dirty));
                 }
                 self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty));
@@ -163,7 +172,7 @@ impl Index {
         let Some(stored) = self.gateways().get(gw) else { return };
         dirty.classes.insert(stored.spec.gateway_class_name.clone());
         dirty.gateways.insert(gw.clone());
-        for kind in [Kind::UdpRoute, Kind::GatewayUdpRoute] {
+        for kind in ROUTE_KINDS {
             let referrers = self.referrers(ObjRefView::new(Kind::Gateway, gw), kind);
             dirty.routes.extend(referrers.map(|k| ObjRef::new(kind, k.clone())));
         }

@@ -110,6 +110,27 @@ fn v1alpha2_routes_lose_backend_ports() {
 }
 
 #[test]
+fn gateway_api_routes_of_either_version_are_one_object_of_their_kind() {
+    let route = |version: &str, kind: &str| {
+        one(&format!(
+            "apiVersion: gateway.networking.k8s.io/{version}\nkind: {kind}\nmetadata: {{name: r, namespace: ns}}\n\
+             spec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: [{{name: svc, port: 5}}]}}]}}\n"
+        ))
+    };
+    let (v1, v1alpha2) = (route("v1", "UDPRoute"), route("v1alpha2", "UDPRoute"));
+    assert_eq!(v1.obj_ref(), v1alpha2.obj_ref(), "two views of one stored object");
+    assert_eq!(v1, v1alpha2);
+    for version in ["v1", "v1alpha2"] {
+        let Resource::GatewayTcpRoute(r) = route(version, "TCPRoute") else { panic!("{version}") };
+        assert_eq!((r.spec.parent_refs[0].name.as_str(), r.spec.rules[0].backend_refs[0].port), ("gw", None));
+    }
+    let mut index = Index::new();
+    index.apply(v1alpha2);
+    index.apply(v1);
+    assert_eq!(index.gateway_udp_routes().keys().count(), 1);
+}
+
+#[test]
 fn endpoint_slice_marks_only_its_gateway() {
     let mut index = fixture();
     let d = index.apply(one(
@@ -288,6 +309,7 @@ fn every_kind_counts_for_its_upstream_controller() {
         (Kind::Dataplane, "dataplane"),
         (Kind::UdpRoute, "udproute"),
         (Kind::GatewayUdpRoute, "udproute"),
+        (Kind::GatewayTcpRoute, "udproute"),
         (Kind::StaticService, "udproute"),
         (Kind::Service, "udproute"),
         (Kind::EndpointSlice, "udproute"),

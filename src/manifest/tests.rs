@@ -84,6 +84,40 @@ fn manifest_files_are_told_from_backups() {
     }
 }
 
+#[test]
+fn gateway_api_routes_of_either_version_are_admitted_as_their_schemas_allow() {
+    let route = |version: &str, kind: &str, rules: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/{version}\nkind: {kind}\nmetadata: {{name: r}}\n\
+             spec: {{parentRefs: [{{name: gw}}], rules: [{rules}]}}\n"
+        )
+    };
+    let one_rule = "{backendRefs: [{name: svc, port: 1}]}";
+    let two_rules = format!("{one_rule}, {one_rule}");
+    let text = [
+        route("v1", "UDPRoute", one_rule),
+        route("v1alpha2", "UDPRoute", one_rule),
+        route("v1", "TCPRoute", one_rule),
+        route("v1alpha2", "TCPRoute", &two_rules),
+        route("v1", "TCPRoute", &two_rules),
+    ]
+    .join("---\n");
+    let m = load(Path::new("r.yaml"), &text, Admission::Validated).unwrap();
+    let admitted: Vec<_> = summary(&m).into_iter().map(|(_, s)| s).collect();
+    assert_eq!(
+        admitted,
+        [
+            "GatewayUdpRoute default/r",
+            "GatewayUdpRoute default/r",
+            "GatewayTcpRoute default/r",
+            "GatewayTcpRoute default/r"
+        ]
+    );
+    let skipped: Vec<String> = m.skipped.iter().map(ToString::to_string).collect();
+    assert_eq!(skipped.len(), 1, "v1 allows one rule: {skipped:?}");
+    assert!(skipped[0].contains("rejected: TCPRoute \"r\" is invalid"), "{}", skipped[0]);
+}
+
 /// A Secret whose data does not decode (not base64, not a string) fails its file with the
 /// path of the field and the type found, not the value: serde's message quotes it.
 #[test]

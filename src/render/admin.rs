@@ -22,6 +22,9 @@ pub fn render(class: &ReadyClass<'_>, name: String) -> Result<AdminConfig, Rende
             Some(d) if d.disable_health_check => String::new(),
             _ => DEFAULT_HEALTH_CHECK_ENDPOINT.into(),
         }),
+        // stunnerd refuses a user's allocation beyond this many with 486 (where its quota
+        // handler is built in: see docs/compatibility.md).
+        user_quota: class.config.spec.user_quota,
         offload_engine: dp.map(|d| d.offload_engine.clone()).unwrap_or_default(),
         offload_interfaces: dp.map(|d| d.offload_interfaces.clone()).unwrap_or_default(),
         ..Default::default()

@@ -1,5 +1,5 @@
 //! Adopting dataplanes started against another config discovery address, without restarting
-//! them.
+//! them (Deployments and DaemonSets alike).
 //!
 //! The Go operator tells dataplanes its own pod IP (`STUNNER_CONFIG_ORIGIN`); this operator
 //! tells them a stable Service name. Rewriting the origin changes the pod template, and that
@@ -13,29 +13,63 @@
 //! The state lives in the cluster, so every replica and every restart decides the same.
 
 use crate::config::StunnerConfig;
-use crate::index::DeploymentRecord;
+use crate::index::{DeploymentRecord, config_origin};
 use crate::keys::{ADOPTED_CONFIG, CONFIG_ORIGIN_ENV};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Keeps `live`'s foreign origin in `rendered` while the adoption rules above allow it.
-pub fn keep_foreign_origin(rendered: &mut Deployment, live: Option<&DeploymentRecord>, config: &StunnerConfig) {
+/// What adoption reads of the dataplane object in place, of either kind.
+pub struct InPlace<'a> {
+    metadata: &'a ObjectMeta,
+    config_origin: Option<&'a str>,
+    /// Whether none of its pods is unavailable.
+    all_available: bool,
+}
+
+impl<'a> From<&'a DeploymentRecord> for InPlace<'a> {
+    fn from(d: &'a DeploymentRecord) -> Self {
+        InPlace {
+            metadata: &d.metadata,
+            config_origin: d.config_origin.as_deref(),
+            all_available: d.unavailable_replicas.unwrap_or(0) == 0,
+        }
+    }
+}
+
+impl<'a> From<&'a DaemonSet> for InPlace<'a> {
+    fn from(d: &'a DaemonSet) -> Self {
+        InPlace {
+            metadata: &d.metadata,
+            config_origin: config_origin(d.spec.as_ref().and_then(|s| s.template.spec.as_ref())),
+            all_available: d.status.as_ref().and_then(|s| s.number_unavailable).unwrap_or(0) == 0,
+        }
+    }
+}
+
+/// Keeps `live`'s foreign origin in the rendered object (its `metadata` and pod `template`)
+/// while the adoption rules above allow it.
+pub fn keep_foreign_origin(
+    metadata: &mut ObjectMeta,
+    template: Option<&mut PodTemplateSpec>,
+    live: Option<InPlace<'_>>,
+    config: &StunnerConfig,
+) {
     let Some(live) = live else { return };
-    let Some(theirs) = &live.config_origin else { return };
-    let Some(ours) = origin_mut(rendered) else { return };
-    if ours.value.as_ref() == Some(theirs) {
+    let Some(theirs) = live.config_origin else { return };
+    let Some(ours) = template.and_then(origin_mut) else { return };
+    if ours.value.as_deref() == Some(theirs) {
         return;
     }
     let digest = format!("{:016x}", config.digest());
     let adopted = live.metadata.annotations.as_ref().and_then(|a| a.get(ADOPTED_CONFIG));
-    let available = live.unavailable_replicas.unwrap_or(0) == 0;
-    if adopted.is_none_or(|a| *a == digest) && available {
-        ours.value = Some(theirs.clone());
-        rendered.metadata.annotations.get_or_insert_default().insert(ADOPTED_CONFIG.into(), digest);
+    if adopted.is_none_or(|a| *a == digest) && live.all_available {
+        ours.value = Some(theirs.to_owned());
+        metadata.annotations.get_or_insert_default().insert(ADOPTED_CONFIG.into(), digest);
     }
 }
 
-fn origin_mut(d: &mut Deployment) -> Option<&mut EnvVar> {
-    let containers = &mut d.spec.as_mut()?.template.spec.as_mut()?.containers;
+fn origin_mut(template: &mut PodTemplateSpec) -> Option<&mut EnvVar> {
+    let containers = &mut template.spec.as_mut()?.containers;
     containers.iter_mut().flat_map(|c| c.env.iter_mut().flatten()).find(|e| e.name == CONFIG_ORIGIN_ENV)
 }

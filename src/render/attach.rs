@@ -1,17 +1,26 @@
 //! Which routes attach to which Gateway listeners (spec §3.7).
+//!
+//! A TCPRoute asks for relaying to TCP peers: RFC 6062 makes TCP allocations only over a TCP
+//! or TLS client connection, so it attaches to TCP-like listeners only (`TURN-TCP`,
+//! `TURN-TLS`), and, where a listener lists `allowedRoutes.kinds`, only if TCPRoute is listed
+//! (docs/compatibility.md). UDPRoutes attach as upstream's do, whatever the list says.
 
-use crate::index::{Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, parent_gateway};
+use super::listener::service_protocol;
+use crate::index::{
+    GATEWAY_API_GROUP, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, ROUTE_KINDS, parent_gateway,
+};
 use crate::resources::{ParentReference, UdpRoute};
 use gateway_api::gateways::{
-    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as From,
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesKinds, GatewayListenersAllowedRoutesNamespacesFrom as From,
     GatewayListenersAllowedRoutesNamespacesSelector as Selector,
 };
 use std::collections::BTreeMap;
 
-/// A route the renderer considers: a STUNner v1 route, or a v1alpha2 route not masked by one.
+/// A route the renderer considers: a STUNner v1 route, or a Gateway API route not masked by a
+/// route of an earlier kind (see [`ROUTE_KINDS`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Route<'a> {
-    /// `Kind::UdpRoute` or `Kind::GatewayUdpRoute`.
+    /// One of [`ROUTE_KINDS`].
     pub kind: Kind,
     pub key: &'a ObjectKey,
     pub route: &'a UdpRoute,
@@ -31,48 +40,65 @@ impl<'a> Route<'a> {
     }
 }
 
-/// Whether a v1alpha2 route is hidden by the v1 route of the same name.
-pub fn is_masked(index: &Index, r: ObjRefView<'_>) -> bool {
-    r.kind == Kind::GatewayUdpRoute && index.udp_routes().contains(r.key)
+/// The kind of route that hides `r`: a stored route of an earlier kind with the same key.
+pub fn masked_by(index: &Index, r: ObjRefView<'_>) -> Option<Kind> {
+    let earlier = ROUTE_KINDS.into_iter().take_while(|k| *k != r.kind);
+    earlier.filter(|_| is_route(r.kind)).find(|k| index.route_store(*k).is_some_and(|s| s.contains(r.key)))
 }
 
-/// A route by reference, if stored (masked v1alpha2 routes included).
+/// A route by reference, if stored (masked routes included).
 pub fn route<'a>(index: &'a Index, r: ObjRefView<'_>) -> Option<Route<'a>> {
-    let store = match r.kind {
-        Kind::UdpRoute => index.udp_routes(),
-        Kind::GatewayUdpRoute => index.gateway_udp_routes(),
-        _ => return None,
-    };
+    let store = index.route_store(r.kind)?;
     store.lookup_key_value(r.key).map(|(key, route)| Route { kind: r.kind, key, route })
 }
 
 /// Whether objects of `kind` are routes.
 pub fn is_route(kind: Kind) -> bool {
-    matches!(kind, Kind::UdpRoute | Kind::GatewayUdpRoute)
+    ROUTE_KINDS.contains(&kind)
 }
 
-/// The routes naming a Gateway as parent: v1 routes, then unmasked v1alpha2 routes, each in
-/// key order (upstream uses store order, which is unspecified). Referrers come by kind, and
-/// `Kind::UdpRoute` is declared before `Kind::GatewayUdpRoute`.
+/// The unmasked routes naming a Gateway as parent, kind by kind in [`ROUTE_KINDS`] order, each
+/// in key order (upstream uses store order, which is unspecified). Referrers come by kind, in
+/// declaration order, which is that order.
 pub fn gateway_routes<'a>(index: &'a Index, gw: &ObjectKey) -> Vec<Route<'a>> {
     let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, gw));
     let route = |r: &'a ObjRef| {
-        let stored = match r.kind {
-            Kind::UdpRoute => index.udp_routes().get(&r.key),
-            Kind::GatewayUdpRoute if !index.udp_routes().contains_key(&r.key) => index.gateway_udp_routes().get(&r.key),
-            _ => None,
-        };
-        stored.map(|route| Route { kind: r.kind, key: &r.key, route })
+        let stored = index.route_store(r.kind)?.get(&r.key).filter(|_| masked_by(index, r.view()).is_none())?;
+        Some(Route { kind: r.kind, key: &r.key, route: stored })
     };
     referrers.filter_map(route).collect()
 }
 
-/// Whether parentRef `p` of a route in `route_ns` attaches to listener `l` of Gateway `gw`.
-pub fn accepts(index: &Index, gw: &Gateway, l: &GatewayListeners, route_ns: &str, p: &ParentReference) -> bool {
+/// Whether parentRef `p` of a route of `kind` in `route_ns` attaches to listener `l` of
+/// Gateway `gw`.
+pub fn accepts(
+    index: &Index,
+    gw: &Gateway,
+    l: &GatewayListeners,
+    kind: Kind,
+    route_ns: &str,
+    p: &ParentReference,
+) -> bool {
     let gw_ns = gw.metadata.namespace.as_deref().unwrap_or_default();
     let names_gw = parent_gateway(route_ns, p)
         .is_some_and(|k| k.namespace == gw_ns && Some(k.name) == gw.metadata.name.as_deref());
-    names_gw && p.section_name.as_ref().is_none_or(|s| *s == l.name) && namespace_allowed(index, gw_ns, l, route_ns)
+    names_gw
+        && p.section_name.as_ref().is_none_or(|s| *s == l.name)
+        && kind_allowed(l, kind)
+        && namespace_allowed(index, gw_ns, l, route_ns)
+}
+
+/// Whether listener `l` takes routes of `kind`: TCPRoutes only on TCP-like listeners that do
+/// not list other kinds alone (see the module comment).
+fn kind_allowed(l: &GatewayListeners, kind: Kind) -> bool {
+    if kind != Kind::GatewayTcpRoute {
+        return true;
+    }
+    let listed = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()).unwrap_or_default();
+    let names_tcp_route = |k: &GatewayListenersAllowedRoutesKinds| {
+        k.kind == "TCPRoute" && k.group.as_deref().is_none_or(|g| g == GATEWAY_API_GROUP)
+    };
+    service_protocol(&l.protocol) == Some("TCP") && (listed.is_empty() || listed.iter().any(names_tcp_route))
 }
 
 fn namespace_allowed(index: &Index, gw_ns: &str, l: &GatewayListeners, route_ns: &str) -> bool {
@@ -114,7 +140,7 @@ pub fn listener_routes(index: &Index, gw: &Gateway, l: &GatewayListeners, routes
     routes
         .iter()
         .flat_map(|r| {
-            let n = r.route.spec.parent_refs.iter().filter(|p| accepts(index, gw, l, r.namespace(), p)).count();
+            let n = r.route.spec.parent_refs.iter().filter(|p| accepts(index, gw, l, r.kind, r.namespace(), p)).count();
             std::iter::repeat_n(r.key.to_string(), n)
         })
         .collect()

@@ -42,9 +42,13 @@ fn credentials(
 }
 
 /// Renders and validates the auth section. An `authRef` overrides every inline field.
+/// `stunMode` turns authentication off, and with it TURN: stunnerd then answers STUN binding
+/// requests and refuses every allocation (401 without credentials, 400 with them); the
+/// credentials configured are neither needed nor read.
 pub fn render(index: &Index, config: &GatewayConfig) -> Result<AuthConfig, RenderError> {
     let spec = &config.spec;
     let (t, creds) = match &spec.auth_ref {
+        _ if spec.stun_mode => (AuthType::None, BTreeMap::new()),
         None => {
             let t = auth_type(spec.auth_type.as_deref()).map_err(|e| e.at("spec.authType"))?;
             let inline = |k: &str| match k {

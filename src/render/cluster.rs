@@ -1,9 +1,10 @@
-//! Clusters: the backends of a UDPRoute as a STUNner cluster (spec §3.11).
+//! Clusters: the backends of a route as a STUNner cluster (spec §3.11); a TCPRoute's cluster
+//! has `protocol: TCP` (stunnerd relays RFC 6062 TCP allocations through it).
 
 use super::attach::Route;
 use super::error::{Reason, RenderError};
 use super::settings::RenderSettings;
-use crate::config::{CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS, ClusterConfig};
+use crate::config::{CLUSTER_PROTOCOL_TCP, CLUSTER_TYPE_STATIC, CLUSTER_TYPE_STRICT_DNS, ClusterConfig};
 use crate::index::{Index, Kind, ObjRefView, ObjectKey};
 use crate::resources::{BackendRef, GROUP};
 
@@ -46,7 +47,8 @@ pub fn render(index: &Index, route: &Route<'_>, settings: &RenderSettings) -> Re
     let mut cluster = ClusterConfig {
         name: route.key.to_string(),
         cluster_type: cluster_type.unwrap_or(CLUSTER_TYPE_STATIC).into(),
-        protocol: String::new(),
+        // TCPRoutes relay to TCP peers; other routes leave the dataplane's default, UDP.
+        protocol: if route.kind == Kind::GatewayTcpRoute { CLUSTER_PROTOCOL_TCP.into() } else { String::new() },
         endpoints,
     };
     match cluster.validate() {

@@ -1,5 +1,5 @@
-//! The managed dataplane Deployment of a Gateway (spec §3.12): desired state for server-side
-//! apply, with the Dataplane's overrides.
+//! The managed dataplane of a Gateway (spec §3.12), a Deployment or a DaemonSet as its Dataplane's
+//! `dataplaneResource` says: desired state for server-side apply, with the Dataplane's overrides.
 
 use super::owner::gateway_owner;
 use super::settings::RenderSettings;
@@ -7,7 +7,7 @@ use crate::index::ObjectKey;
 use crate::keys::*;
 use crate::resources::Dataplane;
 use gateway_api::gateways::Gateway;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSpec, PodTemplateSpec,
     Probe, ResourceRequirements,
@@ -22,6 +22,7 @@ pub const DEFAULT_IMAGE: &str = "l7mp/stunnerd:latest";
 const DEFAULT_GRACE_SECONDS: i64 = 3600;
 const HEALTH_CHECK_PORT: i32 = 8086;
 const METRICS_PORT: i32 = 8080;
+const HOST_NETWORK_DNS_POLICY: &str = "ClusterFirstWithHostNet";
 
 /// Owned entries for a map that already exists: extending it from these, not from a map built
 /// for the purpose, allocates no B-tree node that is thrown away.
@@ -105,7 +106,16 @@ fn container(key: &ObjectKey, dp: &Dataplane, settings: &RenderSettings) -> Cont
     }
 }
 
-pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> Deployment {
+/// What a Gateway's dataplane object is, whichever its kind: metadata, pod selector and pod
+/// template are the same for a Deployment and a DaemonSet, so switching the kind changes no
+/// pod label and the Gateway's Service selects the pods of either.
+struct Workload {
+    metadata: ObjectMeta,
+    selector: LabelSelector,
+    template: PodTemplateSpec,
+}
+
+fn workload(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> Workload {
     let spec = &dp.spec;
     let related = key.to_string();
     let gw_labels = gw.metadata.labels.iter().flatten();
@@ -132,7 +142,7 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
         operator: "In".into(),
         values: Some(vec![v.into()]),
     };
-    Deployment {
+    Workload {
         metadata: ObjectMeta {
             name: Some(key.name.to_string()),
             namespace: Some(key.namespace.to_string()),
@@ -141,41 +151,62 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
             owner_references: Some(vec![gateway_owner(gw)]),
             ..Default::default()
         },
+        selector: LabelSelector {
+            match_expressions: Some(vec![
+                requirement(APP_LABEL, APP_VALUE),
+                requirement(RELATED_GATEWAY_NAME, &key.name),
+                requirement(RELATED_GATEWAY_NAMESPACE, &key.namespace),
+            ]),
+            match_labels: None,
+        },
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(pod_labels),
+                annotations: Some(pod_annotations),
+                ..Default::default()
+            }),
+            spec: Some(PodSpec {
+                containers: vec![container(key, dp, settings)],
+                termination_grace_period_seconds: Some(
+                    spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE_SECONDS),
+                ),
+                host_network: Some(spec.host_network),
+                // A host-network pod resolves names with the node's resolver unless asked
+                // otherwise, and then the CDS Service name in `STUNNER_CONFIG_ORIGIN` does
+                // not resolve: stunnerd would never get a config.
+                dns_policy: spec.host_network.then(|| HOST_NETWORK_DNS_POLICY.into()),
+                affinity: spec.affinity.clone(),
+                tolerations: non_empty(&spec.tolerations),
+                security_context: spec.security_context.clone(),
+                image_pull_secrets: non_empty(&spec.image_pull_secrets),
+                topology_spread_constraints: non_empty(&spec.topology_spread_constraints),
+                ..Default::default()
+            }),
+        },
+    }
+}
+
+/// The Gateway's dataplane as a Deployment (`dataplaneResource: Deployment`, the default).
+pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> Deployment {
+    let Workload { metadata, selector, template } = workload(key, gw, dp, settings);
+    Deployment {
+        metadata,
         spec: Some(DeploymentSpec {
             // Requested only when the Dataplane asks for more than one (upstream enforces
             // replicas only then): left out, the field is not ours under server-side apply, so
             // an autoscaler or `kubectl scale` keeps control of it.
-            replicas: spec.replicas.filter(|&r| r != 1),
-            selector: LabelSelector {
-                match_expressions: Some(vec![
-                    requirement(APP_LABEL, APP_VALUE),
-                    requirement(RELATED_GATEWAY_NAME, &key.name),
-                    requirement(RELATED_GATEWAY_NAMESPACE, &key.namespace),
-                ]),
-                match_labels: None,
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    annotations: Some(pod_annotations),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container(key, dp, settings)],
-                    termination_grace_period_seconds: Some(
-                        spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE_SECONDS),
-                    ),
-                    host_network: Some(spec.host_network),
-                    affinity: spec.affinity.clone(),
-                    tolerations: non_empty(&spec.tolerations),
-                    security_context: spec.security_context.clone(),
-                    image_pull_secrets: non_empty(&spec.image_pull_secrets),
-                    topology_spread_constraints: non_empty(&spec.topology_spread_constraints),
-                    ..Default::default()
-                }),
-            },
+            replicas: dp.spec.replicas.filter(|&r| r != 1),
+            selector,
+            template,
             ..Default::default()
         }),
         status: None,
     }
+}
+
+/// The Gateway's dataplane as a DaemonSet (`dataplaneResource: DaemonSet`): one pod per
+/// schedulable node; `replicas` means nothing here and is not rendered.
+pub fn render_daemon_set(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> DaemonSet {
+    let Workload { metadata, selector, template } = workload(key, gw, dp, settings);
+    DaemonSet { metadata, spec: Some(DaemonSetSpec { selector, template, ..Default::default() }), status: None }
 }

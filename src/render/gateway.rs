@@ -7,10 +7,11 @@ use super::class::ReadyClass;
 use super::cluster;
 use super::error::RenderError;
 use super::listener;
+use super::relay;
 use super::service::{self, GatewayService};
 use super::settings::RenderSettings;
 use super::status::{self, ListenerOutcome};
-use crate::config::{ClusterConfig, ListenerConfig, STUNNER_ADDR_VAR};
+use crate::config::{ClusterConfig, ListenerConfig};
 use crate::index::{Index, ObjRefView, ObjectKey};
 use gateway_api::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -44,7 +45,7 @@ pub fn render<'a>(
             gw.spec
                 .listeners
                 .iter()
-                .any(|l| r.route.spec.parent_refs.iter().any(|p| accepts(index, gw, l, r.namespace(), p)))
+                .any(|l| r.route.spec.parent_refs.iter().any(|p| accepts(index, gw, l, r.kind, r.namespace(), p)))
         })
         .collect();
     let conflicts = listener::conflicts(&gw.spec.listeners);
@@ -74,14 +75,15 @@ pub fn render<'a>(
             protocol: proto.into(),
             public_addr: public.map(|a| a.address.clone()).unwrap_or_default(),
             public_port: public.map(|a| a.port.into()).unwrap_or_default(),
-            addr: STUNNER_ADDR_VAR.into(),
+            addr: relay::listener_address(gw).into(),
             port: target_port.unwrap_or(l.port).into(),
             cert,
             key: tls_key,
             routes: attached,
         });
     }
-    let status = status::gateway(gw, Ok(&addresses), statuses, settings, now);
+    let mut status = status::gateway(gw, Ok(&addresses), statuses, settings, now);
+    relay::set_condition(index, gw, now, &mut status);
     RenderedGateway { listeners, routes, service, status }
 }
 

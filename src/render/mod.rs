@@ -18,9 +18,11 @@ mod gateway;
 mod legacy;
 mod listener;
 mod owner;
+mod relay;
 mod service;
 mod settings;
 mod status;
+mod switch;
 
 pub use error::{Reason, RenderError};
 pub use service::parse_port_map;
@@ -35,7 +37,7 @@ use gateway::ClusterErrors;
 use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
 use gateway_api::gateways::{Gateway, GatewayStatus};
 use hashbrown::HashSet;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,11 +62,11 @@ pub struct GatewayOutput {
     /// The Gateway's new status; `None` for Gateways that are gone or not ours.
     pub status: Option<GatewayStatus>,
     pub service: Owned<Service>,
-    /// The managed dataplane; `Keep` in legacy mode.
+    /// The managed dataplane as a Deployment; `Keep` in legacy mode.
     pub deployment: Owned<Deployment>,
-    /// Whether a same-named DaemonSet (left from another dataplane kind) must be gone: with
-    /// every Deployment upsert.
-    pub delete_daemon_set: bool,
+    /// The managed dataplane as a DaemonSet; `Keep` in legacy mode. At most one of the two is
+    /// applied; the other is deleted once the applied one serves (see [`switch`]).
+    pub daemon_set: Owned<DaemonSet>,
     /// Set when the Gateway is withdrawn for a fault in its class's GatewayConfig.
     pub invalid_config: Option<InvalidConfig>,
 }
@@ -84,6 +86,7 @@ impl GatewayOutput {
         GatewayOutput {
             service: delete_if_ours(index.services().get(key).map(|s| &s.metadata), settings),
             deployment: delete_if_ours(index.deployments().get(key).map(|d| &d.metadata), settings),
+            daemon_set: delete_if_ours(index.daemon_sets().get(key).map(|d| &d.metadata), settings),
             ..Self::gone(config)
         }
     }
@@ -107,7 +110,7 @@ pub struct RenderOutput {
     pub gateways: BTreeMap<ObjectKey, GatewayOutput>,
     /// Legacy mode: the `stunnerd-config` ConfigMap of each GatewayConfig.
     pub config_maps: BTreeMap<ObjectKey, Owned<ConfigMap>>,
-    /// New statuses of routes (`Kind::UdpRoute` or `Kind::GatewayUdpRoute`).
+    /// New statuses of routes (of the kinds of `index::ROUTE_KINDS`).
     pub routes: BTreeMap<ObjRef, UdpRouteStatus>,
     /// New statuses of GatewayClasses, by name.
     pub classes: BTreeMap<String, GatewayClassStatus>,
@@ -281,7 +284,7 @@ impl<'a> Rendering<'a, '_> {
     }
 }
 
-/// Managed mode: one config, Service and Deployment per Gateway.
+/// Managed mode: one config, Service and dataplane (Deployment or DaemonSet) per Gateway.
 fn managed_gateway<'a>(
     index: &'a Index,
     key: &ObjectKey,
@@ -320,37 +323,28 @@ fn managed_gateway<'a>(
         .as_ref()
         .and_then(|a| a.get(DISABLE_MANAGED_DATAPLANE))
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let held = index.deployments().get(key);
-    let deployment = match ready.dataplane {
-        Some(_) if !disabled && settings.held_deployments_only && held.is_none() => Owned::Keep,
-        Some(dp) if !disabled => {
-            let mut deployment = deployment::render(key, gw, dp, settings);
-            adopt::keep_foreign_origin(&mut deployment, held, &config);
-            Owned::Apply(deployment)
-        }
-        _ => Owned::Delete,
+    let dataplane = match ready.dataplane {
+        Some(dp) if !disabled => switch::render(index, key, gw, dp, settings, &config),
+        _ => switch::DataplaneObjects { deployment: Owned::Delete, daemon_set: Owned::Delete },
     };
-    let delete_daemon_set = matches!(deployment, Owned::Apply(_));
     GatewayOutput {
         config: Owned::Apply(config),
         status: Some(rendered.status),
         service: rendered.service.map_or(Owned::Keep, |s| Owned::Apply(s.service)),
-        deployment,
-        // As upstream: a same-named DaemonSet dataplane is replaced by the Deployment. The
-        // writer sends the DELETE only for one the watchers have seen.
-        delete_daemon_set,
+        deployment: dataplane.deployment,
+        daemon_set: dataplane.daemon_set,
         invalid_config: None,
     }
 }
 
-/// Managed mode: a Gateway that cannot be rendered loses its config, Service and Deployment.
+/// Managed mode: a Gateway that cannot be rendered loses its config, Service and dataplane.
 fn invalidated(gw: &Gateway, e: &RenderError, settings: &RenderSettings, now: &Time) -> GatewayOutput {
     GatewayOutput {
         config: Owned::Delete,
         status: Some(gateway::invalid_status(gw, e, settings, now)),
         service: Owned::Delete,
         deployment: Owned::Delete,
-        delete_daemon_set: false,
+        daemon_set: Owned::Delete,
         invalid_config: None,
     }
 }
@@ -372,7 +366,7 @@ fn route_status<'a>(
     if !controlled {
         return None;
     }
-    let masked = attach::is_masked(index, r);
+    let masked = attach::masked_by(index, r);
     let error = match cluster_errors.remove(&r) {
         Some(error) => error,
         None => cluster::render(index, &route, settings).error,

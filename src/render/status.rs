@@ -7,7 +7,7 @@ use super::class;
 use super::conditions::{build, keep_times, prune, set};
 use super::error::{Reason, RenderError};
 use super::settings::RenderSettings;
-use crate::index::{Index, KeyView, parent_gateway};
+use crate::index::{Index, KeyView, Kind, parent_gateway};
 use crate::resources::{ParentReference, RouteParentStatus, UdpRouteStatus};
 use gateway_api::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
@@ -144,6 +144,15 @@ pub fn gateway(
     }
 }
 
+/// The `Accepted` message of a route hidden by a route of an earlier kind with its name:
+/// upstream's for a Gateway API UDPRoute masked by a STUNner one.
+fn masked_message(kind: Kind) -> &'static str {
+    match kind {
+        Kind::GatewayTcpRoute => "TCPRoute masked by a UDPRoute of the same name",
+        _ => "GwAPI.v1 UDPRoute masked by a STUNnerV1 UDPRoute",
+    }
+}
+
 /// The `ResolvedRefs` message of a route with a backend that failed to resolve (upstream's).
 const UNRESOLVED: &str = "at least one backend reference failed to be successfully resolved";
 /// The `ResolvedRefs` message of a route with a backend refused for want of a ReferenceGrant.
@@ -179,7 +188,7 @@ fn same_status_parent(a: &ParentReference, b: &ParentReference) -> bool {
 
 /// A route's status. Each parentRef gets an entry from this controller (in spec order); entries
 /// of other controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error`
-/// is the route's backend error; `masked` marks a v1alpha2 route hidden by a v1 route. A
+/// is the route's backend error; `masked` the kind of route that hides this one, if any. A
 /// parent that is not a Gateway of one of our classes (another controller's, a class without
 /// a usable `parametersRef`, a missing class) "does not exist", as upstream, which only holds
 /// the Gateways of its own valid classes; a parentRef of another group or kind does not name
@@ -188,7 +197,7 @@ pub fn route(
     index: &Index,
     r: &Route<'_>,
     cluster_error: Option<&RenderError>,
-    masked: bool,
+    masked: Option<Kind>,
     settings: &RenderSettings,
     now: &Time,
 ) -> UdpRouteStatus {
@@ -204,18 +213,16 @@ pub fn route(
             .and_then(|k| index.gateways().lookup(k))
             .filter(|gw| class::is_ours(index, &gw.spec.gateway_class_name, settings));
         let accepted = match gw {
-            _ if masked => {
-                build("Accepted", "False", "Pending", "GwAPI.v1 UDPRoute masked by a STUNnerV1 UDPRoute", g, now)
-            }
+            _ if masked.is_some() => build("Accepted", "False", "Pending", masked_message(r.kind), g, now),
             None => build("Accepted", "False", "NoMatchingParent", format!("parent {id} does not exist"), g, now),
-            Some(gw) if gw.spec.listeners.iter().any(|l| accepts(index, gw, l, ns, p)) => {
+            Some(gw) if gw.spec.listeners.iter().any(|l| accepts(index, gw, l, r.kind, ns, p)) => {
                 build("Accepted", "True", "Accepted", format!("parent {id} accepted the route"), g, now)
             }
             Some(_) => {
                 build("Accepted", "False", "NotAllowedByListeners", format!("parent {id} rejects the route"), g, now)
             }
         };
-        let resolved = match cluster_error.filter(|_| !masked) {
+        let resolved = match cluster_error.filter(|_| masked.is_none()) {
             None => {
                 build("ResolvedRefs", "True", "ResolvedRefs", "all backend references successfully resolved", g, now)
             }

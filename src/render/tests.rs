@@ -346,24 +346,89 @@ fn a_deleted_gateways_own_objects_are_deleted_and_no_others() {
     assert_eq!((&other.service, &other.deployment), (&Owned::Keep, &Owned::Keep));
 }
 
-/// A lingering DaemonSet is asked gone with every Deployment upsert, whether the Deployment
-/// exists yet or not (the writer deletes only one that is there), and its appearance
-/// re-renders the Gateway of its name.
+/// `BASE` with the Dataplane's spec replaced.
+fn with_dataplane(spec: &str) -> Index {
+    index_of(
+        &BASE.replace("metadata: {name: default}\nspec: {}", &format!("metadata: {{name: default}}\nspec: {spec}")),
+    )
+}
+
+/// The Gateway `gw`'s dataplane decisions.
+fn dataplane_of(index: &Index) -> (Owned<Deployment>, Owned<DaemonSet>) {
+    let out = render_all(index, &RenderSettings::default(), &now());
+    let gw = &out.gateways[&ObjectKey::new("ns", "gw")];
+    (gw.deployment.clone(), gw.daemon_set.clone())
+}
+
+/// Shows `object` to the index as the API server would after `available` pods came up.
+fn held_deployment(index: &mut Index, mut d: Deployment, available: i32) -> Dirty {
+    d.status = Some(k8s_openapi::api::apps::v1::DeploymentStatus {
+        available_replicas: Some(available),
+        ..Default::default()
+    });
+    index.apply(Resource::from(d))
+}
+
+fn held_daemon_set(index: &mut Index, mut d: DaemonSet, available: i32) -> Dirty {
+    d.status =
+        Some(k8s_openapi::api::apps::v1::DaemonSetStatus { number_available: Some(available), ..Default::default() });
+    index.apply(Resource::from(d))
+}
+
+/// The object of the other kind is asked gone with every upsert (the writer deletes only one
+/// that is there), except while it is there and the new one has no available pod yet; its
+/// appearance and the new one's availability re-render the Gateway of its name.
 #[test]
-fn daemon_sets_are_asked_gone_with_every_deployment_upsert() {
-    let mut index = index_of(BASE);
-    let key = ObjectKey::new("ns", "gw");
-    let out = render_all(&index, &RenderSettings::default(), &now());
-    assert!(out.gateways[&key].delete_daemon_set);
-    let (deployment, _) = deployment_of(&out, "gw");
-    index.apply(Resource::from(deployment));
-    let daemon_set = "apiVersion: apps/v1\nkind: DaemonSet\n\
-        metadata: {name: gw, namespace: ns, labels: {stunner.l7mp.io/owned-by: stunner}}\n";
-    let dirty = index
-        .apply(load(Path::new("ds.yaml"), daemon_set, Admission::Validated).unwrap().into_resources().next().unwrap());
+fn switching_the_dataplane_kind_deletes_the_old_object_once_the_new_one_serves() {
+    let mut index = with_dataplane("{dataplaneResource: DaemonSet}");
+    let (deployment, daemon_set) = dataplane_of(&index);
+    let Owned::Apply(ds) = daemon_set else { panic!("a DaemonSet: {daemon_set:?}") };
+    assert_eq!(deployment, Owned::Delete, "none there: asked gone all the same");
+    let d = {
+        let mut other = with_dataplane("{}");
+        let (Owned::Apply(d), _) = dataplane_of(&other) else { panic!("a Deployment") };
+        held_deployment(&mut other, d.clone(), 1);
+        d
+    };
+    let dirty = held_deployment(&mut index, d.clone(), 1);
     assert_eq!(dirty.gateways.iter().map(ToString::to_string).collect::<Vec<_>>(), ["ns/gw"]);
-    let out = render(&index, &dirty, &RenderSettings::default(), &now());
-    assert!(out.gateways[&key].delete_daemon_set, "also once the Deployment exists");
+    assert_eq!(dataplane_of(&index).0, Owned::Keep, "the Deployment serves until the DaemonSet does");
+    held_daemon_set(&mut index, ds.clone(), 0);
+    assert_eq!(dataplane_of(&index).0, Owned::Keep, "no DaemonSet pod available yet");
+    let dirty = held_daemon_set(&mut index, ds.clone(), 1);
+    assert_eq!(dirty.gateways.iter().map(ToString::to_string).collect::<Vec<_>>(), ["ns/gw"]);
+    assert_eq!(dataplane_of(&index).0, Owned::Delete, "the DaemonSet serves: the Deployment goes");
+
+    // And back: the Deployment (deleted meanwhile) is applied, the DaemonSet kept until the
+    // Deployment serves.
+    index.delete(Kind::Deployment, "ns", "gw");
+    index.apply(
+        with_dataplane("{}").dataplanes().get(&ObjectKey::cluster("default")).cloned().map(Resource::from).unwrap(),
+    );
+    let (deployment, daemon_set) = dataplane_of(&index);
+    assert!(matches!(deployment, Owned::Apply(_)));
+    assert_eq!(daemon_set, Owned::Keep);
+    held_deployment(&mut index, d, 2);
+    assert_eq!(dataplane_of(&index).1, Owned::Delete);
+}
+
+/// A host-network dataplane's old pods hold its ports on their nodes: the old object goes at
+/// once. Both kinds share pod template, labels and selector; the DaemonSet has no replicas.
+#[test]
+fn host_network_dataplanes_switch_break_before_make_and_resolve_cluster_names() {
+    let spec = "{dataplaneResource: DaemonSet, hostNetwork: true, replicas: 3}";
+    let mut index = with_dataplane(spec);
+    let (Owned::Apply(ds), _) = (dataplane_of(&index).1, ()) else { panic!("a DaemonSet") };
+    let (Owned::Apply(d), _) = dataplane_of(&with_dataplane("{hostNetwork: true, replicas: 3}")) else {
+        panic!("a Deployment")
+    };
+    held_deployment(&mut index, d.clone(), 1);
+    assert_eq!(dataplane_of(&index).0, Owned::Delete, "no DaemonSet pod yet, and gone all the same");
+    let (ds_spec, d_spec) = (ds.spec.unwrap(), d.spec.unwrap());
+    assert_eq!((&ds.metadata, &ds_spec.selector, &ds_spec.template), (&d.metadata, &d_spec.selector, &d_spec.template));
+    assert_eq!(d_spec.replicas, Some(3));
+    let pod = d_spec.template.spec.unwrap();
+    assert_eq!((pod.host_network, pod.dns_policy.as_deref()), (Some(true), Some("ClusterFirstWithHostNet")));
 }
 
 /// Standalone mode renders a Gateway's Deployment only where the index holds one, to merge
@@ -378,7 +443,7 @@ fn held_deployments_only_renders_the_deployments_the_index_holds() {
     let alone = render_all(&index, &standalone, &now());
     for key in [&gw, &gw_2] {
         let (cluster, standalone) = (&in_cluster.gateways[key], &alone.gateways[key]);
-        assert_eq!((&standalone.deployment, standalone.delete_daemon_set), (&Owned::Keep, false), "none held");
+        assert_eq!((&standalone.deployment, &standalone.daemon_set), (&Owned::Keep, &Owned::Keep), "none held");
         let same = |o: &GatewayOutput| (o.config.clone(), o.status.clone(), o.service.clone());
         assert_eq!(same(standalone), same(cluster), "the rest as in a cluster");
     }
@@ -537,4 +602,45 @@ fn render_each_hands_on_each_dirty_gateway_once_and_keeps_the_rest() {
             DataplaneMode::Legacy => assert_eq!(keys, [gw.clone(), ObjectKey::new("ns", "gw-2")]),
         }
     }
+}
+
+/// A Node that comes, goes, or gains or loses its external address re-renders the Gateways
+/// with relay address discovery (their condition names nodes without one), and no other; a
+/// Node change that keeps its address re-renders none of them.
+#[test]
+fn node_address_changes_re_render_the_gateways_that_discover_relay_addresses() {
+    let annotated = BASE.replacen(
+        "metadata: {name: gw, namespace: ns}",
+        "metadata: {name: gw, namespace: ns, annotations: {stunner.l7mp.io/enable-relay-address-discovery: \"true\"}}",
+        1,
+    );
+    let mut index = index_of(&annotated);
+    let node = |addresses: &str| {
+        let text = format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n1, labels: {{l: x}}}}\nstatus: {{addresses: {addresses}}}\n"
+        );
+        load(Path::new("node.yaml"), &text, Admission::Validated).unwrap().into_resources().next().unwrap()
+    };
+    let dirty_gateways = |d: Dirty| d.gateways.iter().map(ToString::to_string).collect::<Vec<_>>();
+    // A node without an external address: only the Gateway that discovers relay addresses.
+    assert_eq!(dirty_gateways(index.apply(node("[{type: InternalIP, address: 10.0.0.1}]"))), ["ns/gw"]);
+    let condition = |index: &Index| {
+        let out = render_all(index, &RenderSettings::default(), &now());
+        let status = out.gateways[&ObjectKey::new("ns", "gw")].status.clone().unwrap();
+        let c = status.conditions.unwrap().into_iter().find(|c| c.type_ == "RelayAddressDiscovered").unwrap();
+        (c.status, c.message)
+    };
+    let (status, message) = condition(&index);
+    assert_eq!(status, "False");
+    assert!(message.contains("n1"), "{message}");
+    let dirty = index.apply(node("[{type: InternalIP, address: 10.0.0.1}, {type: ExternalIP, address: 192.0.2.1}]"));
+    assert_eq!(dirty_gateways(dirty), ["ns/gw", "ns/gw-2"], "the first node address changed too");
+    assert_eq!(condition(&index).0, "True");
+    let same = index.apply(node("[{type: InternalIP, address: 10.0.0.2}, {type: ExternalIP, address: 192.0.2.1}]"));
+    assert_eq!(dirty_gateways(same), Vec::<String>::new());
+    assert_eq!(dirty_gateways(index.delete(Kind::Node, "", "n1")), ["ns/gw", "ns/gw-2"]);
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    let listeners = &config(&out, "gw").listeners;
+    assert!(listeners.iter().all(|l| l.addr == crate::config::NODE_ADDRESS_PLACEHOLDER), "{listeners:?}");
+    assert!(config(&out, "gw-2").listeners.iter().all(|l| l.addr == "$STUNNER_ADDR"));
 }

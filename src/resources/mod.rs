@@ -27,8 +27,12 @@ pub use v1::*;
 pub(crate) use optional::optional_spec;
 pub(crate) use redact::redacted;
 
-/// Gateway API `gateway.networking.k8s.io/v1alpha2` UDPRoute: watched when installed, and
-/// converted to STUNner's own [`UdpRoute`].
+/// Gateway API TCPRoute (`v1` or `v1alpha2`, as UDPRoute): a route to TCP backends, converted
+/// to STUNner's [`UdpRoute`] shape and rendered as a `protocol: TCP` cluster.
+pub use gateway_api::experimental::tcproutes::TcpRoute as GatewayTcpRoute;
+/// Gateway API UDPRoute (`gateway.networking.k8s.io/v1`, or `v1alpha2` where only that is
+/// served; one schema, so one type reads both): watched when installed, and converted to
+/// STUNner's own [`UdpRoute`].
 pub use gateway_api::experimental::udproutes::UdpRoute as GatewayUdpRoute;
 /// Gateway API `gateway.networking.k8s.io/v1` GatewayClass, and its status.
 pub use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};

@@ -120,7 +120,7 @@ build_operator_arm64() {
   (cd "$root" && CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
       CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
       cargo build --release -p stunner-gateway-operator --locked --target "$triple")
-  local bin="$root/target/$triple/release/stunner-gateway-operator" tar="$out/operator-arm64.tar" ref
+  local bin="${CARGO_TARGET_DIR:-$root/target}/$triple/release/stunner-gateway-operator" tar="$out/operator-arm64.tar" ref
   ref="$(operator_ref)"
   fresh "$tar" "$bin" "$root/deploy/helm/stunner-gateway-operator/values.yaml" \
     "$here/oci-archive.py" "$here/build.sh" && return 2
@@ -145,7 +145,7 @@ build_operator() {
     arm64) build_operator_arm64; return ;;
     *) echo "build.sh: OCI_ARCH=$OCI_ARCH: only arm64 is cross-built" >&2; return 1 ;;
   esac
-  local bin="$root/target/release/stunner-gateway-operator" tar="$out/operator.tar" ref
+  local bin="${CARGO_TARGET_DIR:-$root/target}/release/stunner-gateway-operator" tar="$out/operator.tar" ref
   ref="$(operator_ref)"
   # cargo decides itself whether the binary is stale (a no-op of a few seconds when it is not)
   (cd "$root" && cargo build --release -p stunner-gateway-operator --locked)

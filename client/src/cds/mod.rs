@@ -31,7 +31,7 @@ pub use wire::WatchSettings;
 
 use hyper::StatusCode;
 use serde::de::DeserializeOwned;
-use stunner_gateway::cds::{ApiError, ConfigList, LicenseStatus};
+use stunner_gateway::cds::{ApiError, ConfigId, ConfigList, LicenseStatus};
 use stunner_gateway::config::StunnerConfig;
 
 /// A client of one config discovery server. Cheap to clone; holds no connection.
@@ -134,6 +134,33 @@ impl CdsClient {
                 Watcher::websocket(self.server.clone(), url, self.watch.clone())
             }
             Transport::Grpc => Watcher::grpc(self.server.clone(), scope.clone(), self.watch.clone()),
+        }
+    }
+
+    /// The URL of the operator's web console (`/ui/`), or of one Gateway's page on it, once the
+    /// server has answered it: a server without the console (upstream's operator) is
+    /// [`ClientError::NotServed`], a Gateway the console does not know
+    /// [`ClientError::GatewayNotFound`].
+    pub async fn console_url(&self, gateway: Option<&ConfigId>) -> Result<url::Url, ClientError> {
+        let overview = ["ui", ""];
+        let url = self.page(&overview, || self.not_served(overview.to_vec())).await?;
+        let Some(id) = gateway else { return Ok(url) };
+        let not_found = || ClientError::GatewayNotFound { id: id.to_string(), server: self.server.to_string() };
+        self.page(&["ui", "gateways", &id.namespace, &id.name], not_found).await
+    }
+
+    /// GETs an HTML page: its URL, when it is answered.
+    async fn page(&self, segments: &[&str], not_found: impl FnOnce() -> ClientError) -> Result<url::Url, ClientError> {
+        let url = self.server.http_url(segments, &[]);
+        let resp = http::get(&self.server, &url, self.timeouts).await?;
+        match resp.status {
+            StatusCode::OK => Ok(url),
+            StatusCode::NOT_FOUND => Err(not_found()),
+            status => Err(ClientError::Status {
+                url: url.to_string(),
+                status: status.to_string(),
+                message: error_message(&resp),
+            }),
         }
     }
 

@@ -9,6 +9,7 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::config::{ClusterConfig, ListenerConfig, StunnerConfig};
+use stunner_gateway_operator::cds::serve::ExtraRoutes;
 use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -27,13 +28,18 @@ impl Server {
         Self::start_with(Router::new()).await
     }
 
-    /// Like [`Server::start`], with the daemon's `extra` routes (its statuses) beside the CDS API.
-    pub async fn start_with(extra: Router) -> Server {
+    /// Like [`Server::start`], with the daemon's `extra` routes (its statuses, its console)
+    /// beside the CDS API.
+    pub async fn start_with(extra: impl ExtraRoutes + Send + 'static) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        Self::start_on(listener, Arc::new(ConfigStore::new(CdsMetrics::default())), extra)
+        Self::serve(listener, Arc::new(ConfigStore::new(CdsMetrics::default())), extra)
     }
 
     pub fn start_on(listener: TcpListener, store: Arc<ConfigStore>, extra: Router) -> Server {
+        Self::serve(listener, store, extra)
+    }
+
+    fn serve(listener: TcpListener, store: Arc<ConfigStore>, extra: impl ExtraRoutes + Send + 'static) -> Server {
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(serve(listener, store.clone(), ServerSettings::default(), extra, shutdown.clone()));

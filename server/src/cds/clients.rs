@@ -10,14 +10,18 @@
 //! [`stunner_gateway::cds::ClientList`]) and as the `clients` gauge.
 
 use super::metrics::{AckLabel, AckResult, CdsMetrics, Transport, TransportLabel};
-use super::store::Scope;
+use super::store::{ConfigStore, Scope};
 use super::version::Version;
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::proto;
+use tokio_util::sync::CancellationToken;
 
 /// Longest client-chosen text kept (client names, rejection errors): the table must not grow
 /// with what a client sends.
@@ -38,7 +42,7 @@ pub struct ClientInfo {
 }
 
 /// The versions of one config id a client was sent and what it said about them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct ConfigState {
     sent: Option<Version>,
     acked: Option<Version>,
@@ -87,6 +91,14 @@ impl Configs {
                     None => None,
                 }
             }
+        }
+    }
+
+    /// Feeds every id's state to `h`, without copying any.
+    fn hash_into(&self, h: &mut impl Hasher) {
+        match self {
+            Configs::One(id, state) => (id, &*state.lock().expect("client lock")).hash(h),
+            Configs::Many(configs) => configs.lock().expect("client lock").hash(h),
         }
     }
 
@@ -217,6 +229,54 @@ impl ClientTable {
         proto::ListClientsResponse { clients: clients.iter().map(|(_, c)| c.to_proto()).collect() }
     }
 
+    /// How many clients of each transport hold a config in a version other than the store's
+    /// current one: a WebSocket client by what it was last sent (it never acknowledges), a
+    /// gRPC client by what it last applied. Deleted configs count for no one.
+    pub fn stale(&self, store: &ConfigStore) -> BTreeMap<Transport, usize> {
+        let clients: Vec<Arc<Client>> = self.clients.read().expect("client table lock").values().cloned().collect();
+        let mut stale = BTreeMap::new();
+        for client in clients {
+            let behind = client.configs.sent().into_iter().any(|(id, state)| {
+                let held = match client.info.transport {
+                    Transport::Websocket => state.sent,
+                    Transport::Grpc => state.acked,
+                };
+                store.get(&id).is_some_and(|current| held != Some(current.version))
+            });
+            *stale.entry(client.info.transport).or_insert(0) += usize::from(behind);
+        }
+        stale
+    }
+
+    /// Sets the `stale_clients` gauge from [`Self::stale`] every `every` until `shutdown`.
+    pub async fn sample_stale(self: Arc<Self>, store: Arc<ConfigStore>, every: Duration, shutdown: CancellationToken) {
+        loop {
+            let stale = self.stale(&store);
+            for transport in [Transport::Websocket, Transport::Grpc] {
+                let count = stale.get(&transport).copied().unwrap_or(0);
+                self.metrics.stale_clients.get_or_create(&TransportLabel { transport }).set(count as i64);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// A digest of the table: who is connected and what each was sent, applied and rejected.
+    /// Equal tables, equal digests; cheaper than [`Self::list`] (no copy of any client), for
+    /// those who poll for changes (the console's event streams).
+    pub fn digest(&self) -> u64 {
+        let clients = self.clients.read().expect("client table lock");
+        // The table's order is a hash map's: add the clients' digests, in any order.
+        clients.iter().fold(0u64, |sum, (id, client)| {
+            let mut h = DefaultHasher::new();
+            id.hash(&mut h);
+            client.configs.hash_into(&mut h);
+            sum.wrapping_add(h.finish())
+        })
+    }
+
     /// Clients of `transport` connected now.
     pub fn count(&self, transport: Transport) -> usize {
         self.clients.read().expect("client table lock").values().filter(|c| c.info.transport == transport).count()
@@ -285,6 +345,36 @@ mod tests {
         assert_eq!(metrics.clients.get_or_create(&super::super::metrics::GRPC).get(), 0);
         drop(b);
         assert!(table.list().clients.is_empty());
+    }
+
+    #[test]
+    fn stale_clients_are_those_behind_the_store() {
+        let store = ConfigStore::new(CdsMetrics::default());
+        let mut config = stunner_gateway::config::StunnerConfig::zero("ns/a");
+        let v1 = store.upsert(config.clone()).unwrap();
+        let id = ConfigId::new("ns", "a");
+        let table = Arc::new(ClientTable::new(CdsMetrics::default()));
+        let scope = Scope::Config(id.clone());
+        let ws = table.register(ClientInfo { scope: scope.clone(), ..info(Transport::Websocket, 1) });
+        let grpc = table.register(ClientInfo { scope, ..info(Transport::Grpc, 2) });
+        ws.sent(&id, v1);
+        grpc.sent(&id, v1);
+        let count = |t| table.stale(&store).get(&t).copied().unwrap_or(0);
+        let before = table.digest();
+        assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (0, 1), "gRPC: sent, not yet applied");
+        grpc.ack(&id, v1, "");
+        assert_eq!(count(Transport::Grpc), 0);
+        assert_ne!(table.digest(), before, "an acknowledgement changes the digest");
+        assert_eq!(table.digest(), table.digest());
+        config.auth.realm = "changed".into();
+        let v2 = store.upsert(config).unwrap();
+        assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (1, 1), "both behind");
+        ws.sent(&id, v2);
+        grpc.sent(&id, v2);
+        grpc.ack(&id, v2, "listener udp: port in use");
+        assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (0, 1), "a rejection keeps it behind");
+        store.delete(&id);
+        assert_eq!(count(Transport::Grpc), 0, "a deleted config counts for no one");
     }
 
     #[test]

@@ -57,6 +57,20 @@ pub struct AckLabel {
     pub result: AckResult,
 }
 
+/// Which API refused a request.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower-case words
+pub enum Api {
+    /// The HTTP API: config GETs, WebSocket watches, the client table, the console.
+    http,
+    grpc,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabel {
+    pub api: Api,
+}
+
 #[derive(Clone, Default)]
 pub struct CdsMetrics {
     /// Watch streams open now.
@@ -72,6 +86,10 @@ pub struct CdsMetrics {
     pub rejected_connections: Counter,
     /// Acknowledgements received from watch clients (gRPC only), by result.
     pub client_acks: Family<AckLabel, Counter>,
+    /// Watch clients on a config version other than the current one (sampled).
+    pub stale_clients: Family<TransportLabel, Gauge>,
+    /// Requests refused by `--cds-authorization` (403 / PERMISSION_DENIED), by API.
+    pub refused_requests: Family<ApiLabel, Counter>,
 }
 
 impl CdsMetrics {
@@ -95,5 +113,35 @@ impl CdsMetrics {
             "Config versions watch clients acknowledged as applied or rejected (gRPC only)",
             self.client_acks.clone(),
         );
+        r.register(
+            "stale_clients",
+            "Watch clients on a config version other than the current one: a WebSocket client by the version it \
+             was last sent, a gRPC client by the one it last applied",
+            self.stale_clients.clone(),
+        );
+        // Every series from the start: a dashboard or an alert on them sees 0, not nothing.
+        for label in [WEBSOCKET, GRPC] {
+            let _ = self.clients.get_or_create(&label);
+            let _ = self.pushes.get_or_create(&label);
+            let _ = self.push_bytes.get_or_create(&label);
+            let _ = self.dropped_clients.get_or_create(&label);
+            let _ = self.stale_clients.get_or_create(&label);
+        }
+        for result in [AckResult::Applied, AckResult::Rejected] {
+            let _ = self.client_acks.get_or_create(&AckLabel { result });
+        }
+        for api in [Api::http, Api::grpc] {
+            let _ = self.refused_requests.get_or_create(&ApiLabel { api });
+        }
+        r.register(
+            "refused_requests",
+            "Requests refused by the CDS authorization (--cds-authorization), by API",
+            self.refused_requests.clone(),
+        );
+    }
+
+    /// Counts a request `api` refused.
+    pub fn refused(&self, api: Api) {
+        self.refused_requests.get_or_create(&ApiLabel { api }).inc();
     }
 }

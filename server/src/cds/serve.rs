@@ -34,6 +34,9 @@ use tower::ServiceExt;
 /// Kernel send buffer per connection: many configs' worth, far below Linux's autotuning limit.
 const SEND_BUFFER_BYTES: usize = 256 * 1024;
 
+/// How often the `stale_clients` gauge is brought up to date.
+const STALE_SAMPLE: Duration = Duration::from_secs(5);
+
 /// Settings of the CDS listener.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
@@ -66,15 +69,33 @@ impl Default for ServerSettings {
     }
 }
 
+/// Routes the daemon adds on the CDS port (its status endpoint, the console), built over the
+/// listener's own state: its client table and authorizer.
+pub trait ExtraRoutes {
+    fn routes(self, cds: &Arc<CdsState>) -> axum::Router;
+}
+
+impl ExtraRoutes for axum::Router {
+    fn routes(self, _: &Arc<CdsState>) -> axum::Router {
+        self
+    }
+}
+
+impl<A: ExtraRoutes, B: ExtraRoutes> ExtraRoutes for (A, B) {
+    fn routes(self, cds: &Arc<CdsState>) -> axum::Router {
+        self.0.routes(cds).merge(self.1.routes(cds))
+    }
+}
+
 /// Serves the CDS API from `store` on `listener` until `shutdown` is cancelled, then closes
 /// every stream and returns once they are gone (or the grace period is over). `extra` adds
-/// the daemon's own routes on the same port (its status endpoint). Connections are accepted
+/// the daemon's own routes on the same port (its status endpoint, the console). Connections are accepted
 /// from the start and answered from `settings.opening` on.
 pub async fn serve(
     listener: TcpListener,
     store: Arc<ConfigStore>,
     settings: ServerSettings,
-    extra: axum::Router,
+    extra: impl ExtraRoutes,
     shutdown: CancellationToken,
 ) {
     let tracker = TaskTracker::new();
@@ -126,11 +147,12 @@ pub async fn serve(
 async fn routes(
     store: &Arc<ConfigStore>,
     settings: &ServerSettings,
-    extra: axum::Router,
+    extra: impl ExtraRoutes,
     shutdown: &CancellationToken,
     tracker: &TaskTracker,
 ) -> (axum::Router, tonic::service::Routes) {
     let clients = Arc::new(ClientTable::new(store.metrics.clone()));
+    tracker.spawn(clients.clone().sample_stale(store.clone(), STALE_SAMPLE, shutdown.clone()));
     let state = Arc::new(CdsState {
         store: store.clone(),
         session: settings.session.clone(),
@@ -139,7 +161,7 @@ async fn routes(
         authorizer: settings.authorizer.clone(),
         tasks: tracker.clone(),
     });
-    let router = api::router(state).merge(extra);
+    let router = api::router(state.clone()).merge(extra.routes(&state));
     let grpc = grpc::routes(
         store.clone(),
         store.metrics.clone(),

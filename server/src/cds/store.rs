@@ -279,7 +279,7 @@ impl ConfigStore {
     }
 
     /// A receiver that changes whenever any config changes.
-    pub(super) fn subscribe_changes(&self) -> watch::Receiver<()> {
+    pub(crate) fn subscribe_changes(&self) -> watch::Receiver<()> {
         self.changes.subscribe()
     }
 

@@ -1,6 +1,7 @@
 //! Cluster mode: the operator against a Kubernetes API server. Watchers feed the index
 //! ([`source`], translating events with [`translate`]); the [`writer`] applies the rendered
-//! [`ops`], coalesced by the [`queue`], when this replica leads ([`lease`]), skipping what the
+//! [`ops`], coalesced by the [`queue`], when this replica leads ([`lease`]), through the route
+//! versions the API server serves ([`served`]), skipping what the
 //! watchers show in place already ([`live`], with the fields our manager owns there:
 //! [`owned_fields`]). [`pods`] indexes the dataplane pods' IPs for CDS
 //! authorization, [`review`] checks CDS clients' bearer tokens, [`nodes`] keeps the CDS's node
@@ -14,6 +15,7 @@ pub mod owned_fields;
 pub mod pods;
 pub mod queue;
 pub mod review;
+pub mod served;
 pub mod source;
 pub mod translate;
 pub mod writer;
@@ -48,7 +50,7 @@ pub enum StartError {
     Configure(#[source] kube::Error),
     #[error("cannot reach the Kubernetes API server")]
     Unreachable(#[source] kube::Error),
-    #[error("cannot discover gateway.networking.k8s.io/v1alpha2")]
+    #[error("cannot discover the served versions of gateway.networking.k8s.io")]
     Discovery(#[source] kube::Error),
 }
 
@@ -72,16 +74,18 @@ pub async fn start(
     shutdown: CancellationToken,
     stop_writing: CancellationToken,
 ) -> Result<JoinSet<()>, StartError> {
-    let gateway_udp_routes = source::serves_gateway_udp_routes(&client).await.map_err(StartError::Discovery)?;
-    if !gateway_udp_routes {
-        tracing::info!("the API server serves no gateway.networking.k8s.io/v1alpha2 UDPRoutes: not watching them");
-    }
+    let served = served::discover(&client).await.map_err(StartError::Discovery)?;
+    tracing::info!(routes = ?served, "served Gateway API route versions");
+    let (served_tx, served_rx) = watch::channel(served);
+    let recheck = served::Recheck::default();
     let options = source::SourceOptions {
         endpoints: settings.endpoints,
-        gateway_udp_routes,
+        served: served_rx.clone(),
+        recheck: recheck.clone(),
         reference_grants: settings.reference_grants,
     };
     let mut tasks = source::spawn(&client, options, tx, shutdown.clone());
+    tasks.spawn(served::follow(client.clone(), served_tx, recheck, shutdown.clone()));
     if let Some(index) = settings.dataplane_pods {
         tasks.spawn(pods::follow(client.clone(), index, shutdown));
     }
@@ -96,7 +100,7 @@ pub async fn start(
         tasks.spawn(lease::run(store, candidate, timings.retry_period, leader, writes_done.clone()));
     }
     tasks.spawn(async move {
-        writer.run(writer::KubeSink::new(client), leading, stop_writing).await;
+        writer.run(writer::KubeSink::new(client, served_rx), leading, stop_writing).await;
         writes_done.cancel();
     });
     Ok(tasks)

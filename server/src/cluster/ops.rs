@@ -18,6 +18,7 @@ pub enum WriteKind {
     Gateway,
     UdpRoute,
     GatewayUdpRoute,
+    GatewayTcpRoute,
     Service,
     ConfigMap,
     Deployment,
@@ -25,11 +26,12 @@ pub enum WriteKind {
 }
 
 impl WriteKind {
-    pub const ALL: [WriteKind; 8] = [
+    pub const ALL: [WriteKind; 9] = [
         WriteKind::GatewayClass,
         WriteKind::Gateway,
         WriteKind::UdpRoute,
         WriteKind::GatewayUdpRoute,
+        WriteKind::GatewayTcpRoute,
         WriteKind::Service,
         WriteKind::ConfigMap,
         WriteKind::Deployment,
@@ -44,6 +46,7 @@ impl WriteKind {
             WriteKind::Gateway => Kind::Gateway,
             WriteKind::UdpRoute => Kind::UdpRoute,
             WriteKind::GatewayUdpRoute => Kind::GatewayUdpRoute,
+            WriteKind::GatewayTcpRoute => Kind::GatewayTcpRoute,
             WriteKind::Service => Kind::Service,
             WriteKind::Deployment => Kind::Deployment,
             WriteKind::DaemonSet => Kind::DaemonSet,
@@ -123,9 +126,9 @@ pub fn class_op(name: &str, status: &GatewayClassStatus) -> (Target, Op) {
     status_op(WriteKind::GatewayClass, &ObjectKey::cluster(name), status)
 }
 
-/// A route's status write (either flavour).
+/// A route's status write (any route kind: each is a written kind).
 pub fn route_op(r: &ObjRef, status: &UdpRouteStatus) -> (Target, Op) {
-    let kind = if r.kind == Kind::GatewayUdpRoute { WriteKind::GatewayUdpRoute } else { WriteKind::UdpRoute };
+    let kind = WriteKind::of(r.kind).unwrap_or(WriteKind::UdpRoute);
     status_op(kind, &r.key, status)
 }
 
@@ -134,8 +137,8 @@ pub fn config_map_op(key: &ObjectKey, config_map: &Owned<ConfigMap>) -> Option<(
     owned_op(WriteKind::ConfigMap, key, config_map)
 }
 
-/// The writes one Gateway's outcome asks for: its status, Service, Deployment and the
-/// DaemonSet it replaces.
+/// The writes one Gateway's outcome asks for: its status, Service and dataplane (a Deployment
+/// or a DaemonSet, and the delete of the other kind).
 pub fn gateway_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
     let mut ops = Vec::new();
     if let Some(status) = &gw.status {
@@ -143,9 +146,7 @@ pub fn gateway_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
     }
     ops.extend(owned_op(WriteKind::Service, key, &gw.service));
     ops.extend(owned_op(WriteKind::Deployment, key, &gw.deployment));
-    if gw.delete_daemon_set {
-        ops.push((spec_target(WriteKind::DaemonSet, key), Op::Delete));
-    }
+    ops.extend(owned_op(WriteKind::DaemonSet, key, &gw.daemon_set));
     ops
 }
 
@@ -203,7 +204,7 @@ mod tests {
                 status: Some(Default::default()),
                 service: Owned::Apply(svc),
                 deployment: Owned::Delete,
-                delete_daemon_set: true,
+                daemon_set: Owned::Delete,
                 invalid_config: None,
             },
         );

@@ -1,11 +1,11 @@
 //! The watcher of our dataplane pods that feeds [`DataplaneIndex`] (`--cds-authorization=pod`).
 //!
 //! It is not part of the render index: pods are no render input, and only their IPs matter.
-//! It watches the pods that carry the labels our Deployments put on their pod template
-//! (src/render/deployment.rs) and keeps those that are what such a Deployment runs: in the
-//! Gateway's own namespace (a Deployment's pods live in its namespace, so a pod elsewhere that
-//! claims the Gateway is lying), controlled by a ReplicaSet of the Gateway's Deployment, and
-//! running.
+//! It watches the pods that carry the labels our Deployments and DaemonSets put on their pod
+//! template (src/render/deployment.rs) and keeps those that are what such an object runs: in
+//! the Gateway's own namespace (their pods live in their namespace, so a pod elsewhere that
+//! claims the Gateway is lying), controlled by a ReplicaSet of the Gateway's Deployment or by
+//! the Gateway's DaemonSet, and running.
 
 use crate::cds::authz::{DataplaneIndex, DataplanePod};
 use futures_util::StreamExt;
@@ -74,13 +74,15 @@ pub fn dataplane_pod(pod: &Pod) -> Option<DataplanePod> {
         return None;
     }
     // A Deployment's ReplicaSets are named `<deployment>-<pod-template-hash>`, and ours is
-    // named after its Gateway.
+    // named after its Gateway, as is our DaemonSet, which controls its pods itself.
     let prefix = format!("{gateway}-");
     let controlled = pod.metadata.owner_references.iter().flatten().any(|o| {
-        o.controller == Some(true)
-            && o.kind == "ReplicaSet"
-            && o.api_version == "apps/v1"
-            && o.name.starts_with(&prefix)
+        let run_by = match o.kind.as_str() {
+            "ReplicaSet" => o.name.starts_with(&prefix),
+            "DaemonSet" => o.name == *gateway,
+            _ => false,
+        };
+        o.controller == Some(true) && o.api_version == "apps/v1" && run_by
     });
     let status = pod.status.as_ref()?;
     if !controlled || status.phase.as_deref() != Some("Running") {
@@ -107,13 +109,17 @@ mod tests {
     use serde_json::json;
 
     fn pod(namespace: &str, labels: serde_json::Value, owner: &str, phase: &str) -> Pod {
+        owned_pod(namespace, labels, "ReplicaSet", owner, phase)
+    }
+
+    fn owned_pod(namespace: &str, labels: serde_json::Value, kind: &str, owner: &str, phase: &str) -> Pod {
         serde_json::from_value(json!({
             "metadata": {
                 "name": "gw-a-5d8f9-x2x7q",
                 "namespace": namespace,
                 "labels": labels,
                 "ownerReferences": [{
-                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                    "apiVersion": "apps/v1", "kind": kind, "name": owner,
                     "uid": "u", "controller": true,
                 }],
             },
@@ -142,6 +148,15 @@ mod tests {
         assert_eq!(p.ips, vec!["10.0.0.1".parse::<IpAddr>().unwrap(), "fd00::1".parse().unwrap()]);
         assert!(!p.host_network);
         assert_eq!(p.node, "node-1");
+    }
+
+    #[test]
+    fn a_running_pod_of_our_daemon_set_is_indexed_and_only_of_the_gateways_own() {
+        let p = dataplane_pod(&owned_pod("team-a", ours("team-a"), "DaemonSet", "gw-a", "Running")).unwrap();
+        assert_eq!((p.gateway, p.node.as_str()), (ConfigId::new("team-a", "gw-a"), "node-1"));
+        assert_eq!(dataplane_pod(&owned_pod("team-a", ours("team-a"), "DaemonSet", "gw-a-x", "Running")), None);
+        assert_eq!(dataplane_pod(&owned_pod("team-a", ours("team-a"), "DaemonSet", "other", "Running")), None);
+        assert_eq!(dataplane_pod(&owned_pod("team-a", ours("team-a"), "StatefulSet", "gw-a", "Running")), None);
     }
 
     #[test]

@@ -5,40 +5,37 @@
 //! Watch errors (a lost connection, a missing CRD, RBAC) are logged and retried with
 //! kube-runtime's default backoff; they never end the process. Until a kind's first list
 //! succeeds the operator stays unsynced and serves nothing, which is the point.
+//!
+//! The Gateway API route kinds served in more than one version are watched through the version
+//! `served` says, switching when it changes ([`follow_served`]): one watch of one kind at a
+//! time, whose objects the index keeps across the switch (the same objects, seen again).
 
+use super::served::{Recheck, Served};
 use super::translate::Tracker;
 use futures_util::StreamExt;
+use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use stunner_gateway::index::Input;
-use stunner_gateway::index::{Kind, KindVisitor, Wire};
+use stunner_gateway::index::{Input, Kind, KindVisitor, Resource, Wire};
 use stunner_gateway::keys::{OWNED_BY_LABEL, OWNED_BY_VALUE};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// Which optional watches to run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SourceOptions {
     /// Watch Endpoints instead of EndpointSlices (`--disable-endpontslice-controller`).
     pub endpoints: bool,
-    /// Watch Gateway API v1alpha2 UDPRoutes (the API server serves them).
-    pub gateway_udp_routes: bool,
+    /// The served versions of the versioned route kinds, as `served::follow` keeps them.
+    pub served: watch::Receiver<Served>,
+    /// Where a versioned kind's watch asks discovery to look again.
+    pub recheck: Recheck,
     /// Watch ReferenceGrants (`--enforce-reference-grants`; otherwise nothing reads them, and
     /// a cluster without their CRD needs none).
     pub reference_grants: bool,
-}
-
-/// Whether the API server serves Gateway API v1alpha2 `udproutes`. A group version that is
-/// not installed answers 404: that is a "no", while other failures are errors.
-pub async fn serves_gateway_udp_routes(client: &Client) -> Result<bool, kube::Error> {
-    match client.list_api_group_resources("gateway.networking.k8s.io/v1alpha2").await {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "udproutes")),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// Starts the watchers; they run until `shutdown`.
@@ -50,7 +47,9 @@ pub fn spawn(
 ) -> JoinSet<()> {
     let mut w = Watchers { client: client.clone(), tx, shutdown, tasks: JoinSet::new(), kinds: Vec::new() };
     for &kind in Kind::ALL {
-        if let Some(config) = watch_config(kind, options) {
+        if Served::is_versioned(kind) {
+            w.add_served(kind, options.served.clone(), options.recheck.clone());
+        } else if let Some(config) = watch_config(kind, &options) {
             kind.visit(AddWatcher { watchers: &mut w, config });
         }
     }
@@ -58,10 +57,9 @@ pub fn spawn(
 }
 
 /// Which objects of `kind` to watch; `None`: the kind is not watched with these options.
-fn watch_config(kind: Kind, options: SourceOptions) -> Option<watcher::Config> {
+fn watch_config(kind: Kind, options: &SourceOptions) -> Option<watcher::Config> {
     let all = watcher::Config::default();
     Some(match kind {
-        Kind::GatewayUdpRoute if !options.gateway_udp_routes => return None,
         Kind::Endpoints if !options.endpoints => return None,
         Kind::EndpointSlice if options.endpoints => return None,
         Kind::ReferenceGrant if !options.reference_grants => return None,
@@ -103,6 +101,13 @@ impl Watchers {
         let api = Api::<K>::all(self.client.clone());
         let feed = Feed { tx: self.tx.clone(), shutdown: self.shutdown.clone() };
         self.kinds.push(Box::new(move |barrier| Box::pin(follow(api, config, kind, feed, barrier))));
+    }
+
+    fn add_served(&mut self, kind: Kind, served: watch::Receiver<Served>, recheck: Recheck) {
+        let client = self.client.clone();
+        let feed = Feed { tx: self.tx.clone(), shutdown: self.shutdown.clone() };
+        let run = move |barrier| follow_served(client, kind, served, recheck, feed, barrier);
+        self.kinds.push(Box::new(move |barrier| Box::pin(run(barrier))));
     }
 
     fn start(mut self) -> JoinSet<()> {
@@ -153,7 +158,7 @@ async fn follow<K: Wire>(api: Api<K>, config: watcher::Config, kind: Kind, feed:
                 // A CRD that is not installed must not hold every other kind hostage: the
                 // kind counts as empty until its CRD appears (the watcher keeps retrying).
                 if !arrived {
-                    tracing::error!(
+                    tracing::warn!(
                         ?kind,
                         "the API server does not serve this kind (is its CRD installed?); treating it as empty until it does"
                     );
@@ -174,6 +179,99 @@ async fn follow<K: Wire>(api: Api<K>, config: watcher::Config, kind: Kind, feed:
             }
         }
     }
+}
+
+/// Follows a versioned kind: watches it through the version `served` names, switching (with
+/// the same [`Tracker`], so a relist of the same objects through the other version changes
+/// nothing) when that changes, and deleting what the index holds of it when it stops being
+/// served. Counts itself in at the barrier after its first list, or at once when not served.
+async fn follow_served(
+    client: Client,
+    kind: Kind,
+    mut served: watch::Receiver<Served>,
+    recheck: Recheck,
+    feed: Feed,
+    barrier: Barrier,
+) {
+    let mut tracker = Tracker::new(kind);
+    let mut arrived = false;
+    loop {
+        let api = {
+            let now = served.borrow_and_update();
+            now.version(kind).map(|_| now.api(kind))
+        };
+        let Some(api) = api else {
+            let gone = tracker.forget_all();
+            if !gone.is_empty() && feed.tx.send(Input::Changes(gone)).await.is_err() {
+                return;
+            }
+            if !std::mem::replace(&mut arrived, true) {
+                tracing::info!(?kind, "the API server does not serve this kind: not watching it");
+                barrier.arrive().await;
+            }
+            tokio::select! {
+                _ = feed.shutdown.cancelled() => return,
+                changed = served.changed() => if changed.is_err() { return },
+            }
+            continue;
+        };
+        tracing::debug!(?kind, version = %api.version, "watching");
+        let events = watcher(Api::<DynamicObject>::all_with(client.clone(), &api), watcher::Config::default());
+        let mut events = std::pin::pin!(events.default_backoff());
+        // Failures in a row: a version that went fails a watch or two before discovery, asked
+        // at once, says so; only a failure that outlasts that is worth a warning.
+        let mut failures = 0u32;
+        loop {
+            let event = tokio::select! {
+                _ = feed.shutdown.cancelled() => return,
+                changed = served.changed() => if changed.is_err() { return } else { break },
+                event = events.next() => event,
+            };
+            match event {
+                None => return,
+                Some(Err(e)) => {
+                    // The version may have stopped being served: discovery decides, at once.
+                    recheck.request();
+                    failures += 1;
+                    if failures > 2 {
+                        tracing::warn!(?kind, error = %e, "watch failed; retrying");
+                    } else {
+                        tracing::debug!(?kind, error = %e, "watch failed; asking discovery again");
+                    }
+                }
+                Some(Ok(event)) => {
+                    failures = 0;
+                    let Some(event) = decoded(kind, event) else { continue };
+                    let step = tracker.handle(event);
+                    if !step.changes.is_empty() && feed.tx.send(Input::Changes(step.changes)).await.is_err() {
+                        return;
+                    }
+                    if step.first_sync && !std::mem::replace(&mut arrived, true) {
+                        barrier.arrive().await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A watch event of `kind` read through a dynamic API, decoded as the kind table decodes it;
+/// `None` for an object that does not decode (logged; the API server validated it against the
+/// same schema, so this is a bug, not a user's error).
+fn decoded(kind: Kind, event: watcher::Event<DynamicObject>) -> Option<watcher::Event<Resource>> {
+    let decode = |obj: DynamicObject| {
+        let value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+        kind.decode(value).map_err(|e| e.to_string())
+    };
+    let object =
+        |obj| decode(obj).inspect_err(|e| tracing::warn!(?kind, error = %e, "cannot read an object; ignoring it"));
+    Some(match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(object(o).ok()?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(object(o).ok()?),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(object(o).ok()?),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    })
 }
 
 /// Whether a watch failed because the API server does not know the resource (404 on the

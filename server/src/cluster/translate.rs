@@ -11,8 +11,7 @@
 use super::ops::FIELD_MANAGER;
 use kube::runtime::watcher::Event;
 use std::collections::BTreeMap;
-use stunner_gateway::index::Change;
-use stunner_gateway::index::{Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::index::{Change, Kind, ObjRef, ObjectKey, Resource};
 
 /// What one watch event amounts to.
 #[derive(Debug, Default)]
@@ -68,6 +67,14 @@ impl Tracker {
             }
         }
         step
+    }
+
+    /// Deletes of every object the index holds of this kind (its version stopped being served):
+    /// a later list starts from nothing.
+    pub fn forget_all(&mut self) -> Vec<Change> {
+        self.relist = None;
+        let known = std::mem::take(&mut self.known);
+        known.into_keys().map(|k| Change::Delete(ObjRef::new(self.kind, k))).collect()
     }
 
     fn finish_relist(&mut self) -> Vec<Change> {
@@ -177,5 +184,20 @@ mod tests {
         let step = t.handle(Event::<Service>::InitDone);
         assert!(!step.first_sync, "only the first list syncs");
         assert_eq!(summary(&step.changes), ["delete ns/b", "apply ns/c 5", "apply ns/d 6"]);
+    }
+
+    #[test]
+    fn forgetting_deletes_what_is_known_and_a_later_list_applies_it_again() {
+        let mut t = Tracker::new(Kind::Service);
+        t.handle(Event::<Service>::Init);
+        t.handle(Event::InitApply(svc("a", "1")));
+        t.handle(Event::<Service>::InitDone);
+        assert_eq!(summary(&t.forget_all()), ["delete ns/a"]);
+        assert!(t.forget_all().is_empty());
+        t.handle(Event::<Service>::Init);
+        t.handle(Event::InitApply(svc("a", "1")));
+        let step = t.handle(Event::<Service>::InitDone);
+        assert!(!step.first_sync);
+        assert_eq!(summary(&step.changes), ["apply ns/a 1"]);
     }
 }

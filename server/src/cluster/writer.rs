@@ -17,8 +17,9 @@
 
 use super::ops::{FIELD_MANAGER, Op, Scope, Target, WriteKind, ops_of};
 use super::queue::Queue;
+use super::served::Served;
 use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -137,6 +138,7 @@ impl Writer {
             tokio::pin!(wake);
             wake.as_mut().enable();
             let leading = *leader.borrow_and_update();
+            self.shared.metrics.set_leader(super::lease::LEASE_NAME, leading);
             if leading && (retry_at.is_none_or(|t| t <= Instant::now())) {
                 retry_at = self.write_pending(&sink, &leader).await.then(|| Instant::now() + RESYNC);
             }
@@ -243,34 +245,49 @@ fn labels(target: &Target, operation: &str) -> ResourceOperationLabels {
     ResourceOperationLabels { scope: target.scope.name().into(), kind: target.kind.name(), operation: operation.into() }
 }
 
-/// The API server.
+/// The API server, with the route versions it serves.
 pub struct KubeSink {
     client: kube::Client,
+    served: watch::Receiver<Served>,
 }
 
 impl KubeSink {
-    pub fn new(client: kube::Client) -> Self {
-        KubeSink { client }
+    pub fn new(client: kube::Client, served: watch::Receiver<Served>) -> Self {
+        KubeSink { client, served }
     }
 
-    fn api(&self, target: &Target) -> Api<DynamicObject> {
-        let resource = target.kind.api();
+    /// The API names of the target's kind, at the version served for a versioned route kind.
+    fn resource(&self, target: &Target) -> ApiResource {
+        match target.kind.watched().filter(|k| Served::is_versioned(*k)) {
+            Some(kind) => self.served.borrow().api(kind),
+            None => target.kind.api(),
+        }
+    }
+
+    fn api(&self, target: &Target, resource: &ApiResource) -> Api<DynamicObject> {
         if target.kind.is_namespaced() {
-            Api::namespaced_with(self.client.clone(), &target.key.namespace, &resource)
+            Api::namespaced_with(self.client.clone(), &target.key.namespace, resource)
         } else {
-            Api::all_with(self.client.clone(), &resource)
+            Api::all_with(self.client.clone(), resource)
         }
     }
 }
 
 impl Sink for KubeSink {
     async fn write(&self, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
-        let api = self.api(target);
+        let resource = self.resource(target);
+        let api = self.api(target, &resource);
         let name = target.key.name.as_str();
         let apply = PatchParams::apply(FIELD_MANAGER).force();
         let result = match (op, target.scope) {
             (Op::Apply(body), Scope::Spec) => api.patch(name, &apply, &Patch::Apply(body)).await.map(version),
-            (Op::Apply(body), Scope::Status) => api.patch_status(name, &apply, &Patch::Apply(body)).await.map(version),
+            (Op::Apply(body), Scope::Status) => {
+                // A route's status goes through the served version, which may not be the
+                // table's that `ops` wrote into the body.
+                let mut body = body.clone();
+                body["apiVersion"] = resource.api_version.as_str().into();
+                api.patch_status(name, &apply, &Patch::Apply(body)).await.map(version)
+            }
             (Op::Delete, _) => match api.delete(name, &DeleteParams::background()).await {
                 Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
                 other => other.map(|_| None),
@@ -361,7 +378,7 @@ mod tests {
                     status: None,
                     service: Owned::Apply(svc),
                     deployment: Owned::Keep,
-                    delete_daemon_set: false,
+                    daemon_set: Owned::Keep,
                     invalid_config: None,
                 },
             );

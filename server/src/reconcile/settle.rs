@@ -15,8 +15,7 @@ use super::publish::Publisher;
 use crate::source::owned::OwnedObjects;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::collections::BTreeMap;
-use stunner_gateway::index::Change;
-use stunner_gateway::index::{ObjRef, ObjectKey};
+use stunner_gateway::index::{Change, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSink};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 

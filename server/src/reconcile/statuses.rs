@@ -4,8 +4,7 @@
 use super::Reconciler;
 use super::publish::Publisher;
 use stunner_gateway::cds::{Condition, ObjectStatus};
-use stunner_gateway::index::Held;
-use stunner_gateway::index::{Kind, ObjRef};
+use stunner_gateway::index::{Held, Kind, ObjRef, ROUTE_KINDS};
 
 impl Publisher<'_> {
     /// Records a status for people to read, and logs it when it changed; returns whether it did.
@@ -42,7 +41,7 @@ impl Reconciler {
     }
 
     pub(super) fn forget_status(&self, r: &ObjRef) {
-        if matches!(r.kind, Kind::Gateway | Kind::GatewayClass | Kind::UdpRoute | Kind::GatewayUdpRoute) {
+        if matches!(r.kind, Kind::Gateway | Kind::GatewayClass) || ROUTE_KINDS.contains(&r.kind) {
             let api = r.kind.api();
             self.outputs.statuses.remove(&api.api_version, &api.kind, &r.key.namespace, &r.key.name);
         }

@@ -11,8 +11,7 @@
 use super::manifests::{self, Budget, ManifestSet, Rescan};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use stunner_gateway::index::Change;
-use stunner_gateway::index::ObjRef;
+use stunner_gateway::index::{Change, ObjRef};
 use stunner_gateway::manifest::Origin;
 
 pub struct FileSource {

@@ -1,5 +1,5 @@
 //! Standalone mode has no API server to store the objects the operator renders for a Gateway
-//! (its Service and Deployment), so they go straight into the index, as if written and watched
+//! (its Service and Deployment or DaemonSet), so they go straight into the index, as if written and watched
 //! back (a Deployment only where the manifests hold one too: see [`held_alone`]). They are
 //! applied the way a server-side apply under one field manager would: the rendered object is
 //! merged into the live one (the one the manifests hold, or the last merge), so what others set
@@ -9,15 +9,14 @@
 //! Maps merge key by key; lists are replaced as a whole (the renderer already carries over what
 //! it keeps of a live list, such as allocated node ports).
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Service;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use stunner_gateway::index::Change;
-use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey, Resource};
+use stunner_gateway::index::{Change, Index, Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::render::{GatewayOutput, Owned};
 
 /// What the operator last applied to each owned object: the fields it owns.
@@ -43,13 +42,14 @@ impl OwnedObjects {
     /// manifests), replaces or deletes it in `index`: while no one else touched it, the object
     /// in the index was that record.
     pub fn before_outside_change(&mut self, index: &Index, change: &Change) {
-        if !matches!(change.kind(), Kind::Service | Kind::Deployment) {
+        if !matches!(change.kind(), Kind::Service | Kind::Deployment | Kind::DaemonSet) {
             return; // not a kind the operator applies
         }
         let (r, _) = change.seen();
         let Some(applied @ Applied::AsStored) = self.last_applied.get_mut(&r) else { return };
         let text = match r.kind {
             Kind::Service => index.services().get(&r.key).map(serde_json::to_string),
+            Kind::DaemonSet => index.daemon_sets().get(&r.key).map(serde_json::to_string),
             _ => index.deployments().get(&r.key).map(serde_json::to_string),
         };
         match text {
@@ -67,7 +67,8 @@ impl OwnedObjects {
     pub fn changes(&mut self, index: &Index, key: &ObjectKey, gw: &GatewayOutput) -> impl Iterator<Item = Change> {
         let service = self.change(index, &gw.service, key);
         let deployment = self.change(index, &gw.deployment, key);
-        [service, deployment].into_iter().flatten()
+        let daemon_set = self.change(index, &gw.daemon_set, key);
+        [service, deployment, daemon_set].into_iter().flatten()
     }
 
     /// The index change one owned-object decision amounts to; `None` if the index already
@@ -161,6 +162,13 @@ impl OwnedKind for Deployment {
     }
 }
 
+impl OwnedKind for DaemonSet {
+    const KIND: Kind = Kind::DaemonSet;
+    fn live<'i>(index: &'i Index, key: &ObjectKey) -> Option<Cow<'i, Self>> {
+        index.daemon_sets().get(key).map(Cow::Borrowed)
+    }
+}
+
 /// Whether the index holds an object of `kind` the operator applied when nothing else (no
 /// manifest) holds one by that name. A Service, yes: the render reads back its addresses and
 /// node ports, and the Gateway's public address comes from it. A Deployment, no: standalone mode
@@ -168,8 +176,9 @@ impl OwnedKind for Deployment {
 /// foreign `STUNNER_CONFIG_ORIGIN`, unavailable replicas), which a Deployment of the manifests
 /// brings, merged as any. With 1,000 Gateways the operator's own Deployments took 11 MiB of
 /// heap (the largest Kubernetes type, and a label map of 0.5 KiB each for three labels).
+/// A DaemonSet, no, for the same reasons.
 fn held_alone(kind: Kind) -> bool {
-    kind != Kind::Deployment
+    kind == Kind::Service
 }
 
 /// Merges `desired` into `live`: `desired`'s fields are set, maps merged key by key, and a

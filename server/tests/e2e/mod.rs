@@ -1,5 +1,6 @@
 //! End-to-end harness (design.md §6, layer 3): a real kube-apiserver with etcd
-//! (`tests/apiserver/bin/apiserver`), the STUNner and Gateway API v1.4.0 CRDs, the operator's
+//! (`tests/apiserver/bin/apiserver`), the STUNner and Gateway API CRDs (v1.4.0 unless a test
+//! asks for another bundle, see [`GatewayApi`]), the operator's
 //! RBAC from `deploy/manifests/rbac.yaml`, and the real operator binary running as its
 //! ServiceAccount, watched through its CDS like a dataplane watches it.
 //!
@@ -27,14 +28,14 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use stunner_gateway::config::StunnerConfig;
 use tokio::io::AsyncBufReadExt;
 use tokio_tungstenite::tungstenite::Message;
 
-/// The Gateway API release whose CRDs the tests install.
-pub const GATEWAY_API_MODULE: &str = "sigs.k8s.io/gateway-api@v1.4.0";
+/// The Gateway API module whose CRDs the tests install, at [`GatewayApi::version`].
+pub const GATEWAY_API_MODULE: &str = "sigs.k8s.io/gateway-api";
 /// The operator's namespace and ServiceAccount, as deploy/manifests/rbac.yaml has them.
 pub const OPERATOR_NAMESPACE: &str = "stunner-system";
 pub const OPERATOR_SA: &str = "stunner-gateway-operator";
@@ -52,28 +53,116 @@ fn apiserver_bin() -> Option<PathBuf> {
     external::built(repo_root().join("tests/apiserver/bin/apiserver"), "run tests/apiserver/build.sh (or scripts/test)")
 }
 
-/// The Gateway API module's directory in the Go module cache, downloaded if missing.
-pub fn gateway_api_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // Outside any module, `go mod download path@version` only fills the module cache.
-        let out = Command::new("go")
-            .args(["mod", "download", "-json", GATEWAY_API_MODULE])
-            .current_dir(std::env::temp_dir())
-            .env("GOFLAGS", "-mod=mod")
-            .env("GO111MODULE", "on")
-            .output()
-            .expect("`go` on PATH (needed for the Gateway API CRDs)");
-        assert!(
-            out.status.success(),
-            "go mod download {GATEWAY_API_MODULE}: {}{}",
+/// The Gateway API module's directory at `version` (its `config/crd` at least), downloaded if
+/// missing. A module that needs a newer Go than the one on PATH (v1.7.0 needs Go 1.27) is not
+/// unpacked by `go mod download`, which still fetches its zip: its `config/crd` is then
+/// extracted with `unzip` into a directory of the system's temporary directory.
+pub fn gateway_api_dir(version: &str) -> PathBuf {
+    static DIRS: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, dir)) = dirs.iter().find(|(v, _)| v == version) {
+        return dir.clone();
+    }
+    let module = format!("{GATEWAY_API_MODULE}@{version}");
+    // Outside any module, `go mod download path@version` only fills the module cache.
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", &module])
+        .current_dir(std::env::temp_dir())
+        .env("GOFLAGS", "-mod=mod")
+        .env("GO111MODULE", "on")
+        .output()
+        .expect("`go` on PATH (needed for the Gateway API CRDs)");
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "go mod download {module}: {e}: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
-        );
-        let info: Value = serde_json::from_slice(&out.stdout).expect("go mod download -json output");
-        PathBuf::from(info["Dir"].as_str().expect("Dir in go mod download -json"))
-    })
-    .clone()
+        )
+    });
+    let dir = match (info["Dir"].as_str(), info["Zip"].as_str()) {
+        (Some(dir), _) if Path::new(dir).join("config/crd").is_dir() => PathBuf::from(dir),
+        (_, Some(zip)) if Path::new(zip).is_file() => unzip_crds(zip, &module),
+        _ => panic!("go mod download {module}: neither a directory nor a zip: {info}"),
+    };
+    dirs.push((version.to_string(), dir.clone()));
+    dir
+}
+
+/// `config/crd` of the module zip `zip`, extracted once per machine (into a scratch directory
+/// first, then renamed, so a test binary running beside this one never sees half of it).
+fn unzip_crds(zip: &str, module: &str) -> PathBuf {
+    let root = std::env::temp_dir().join("stunner-e2e-modules");
+    let dir = root.join(module);
+    if dir.join("config/crd").is_dir() {
+        return dir;
+    }
+    let scratch = root.join(format!("scratch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let status = Command::new("unzip")
+        .args(["-q", "-o", zip, &format!("{module}/config/crd/*"), "-d"])
+        .arg(&scratch)
+        .status()
+        .expect("`unzip` on PATH (scripts/test installs it) for a Gateway API module newer than the Go on PATH");
+    assert!(status.success(), "unzip {zip}");
+    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+    if std::fs::rename(scratch.join(module), &dir).is_err() && !dir.join("config/crd").is_dir() {
+        panic!("cannot move the extracted CRDs to {}", dir.display());
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    dir
+}
+
+/// The Gateway API CRDs a cluster is given: the bundles STUNner users run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayApi {
+    /// v1.4.0's standard channel plus the experimental UDPRoute (v1alpha2): what most e2e
+    /// suites run, as the README asked before v1.7.
+    V14StandardWithUdpRoute,
+    /// v1.4.0's experimental channel (UDPRoute and TCPRoute v1alpha2).
+    V14Experimental,
+    /// v1.7.0's standard channel (UDPRoute and TCPRoute v1 only), with its safe-upgrades
+    /// ValidatingAdmissionPolicy, as the README installs it.
+    V17Standard,
+    /// v1.7.0's experimental channel (UDPRoute and TCPRoute as v1 and v1alpha2), with its
+    /// policy.
+    V17Experimental,
+    /// None at all: STUNner's CRDs alone.
+    None,
+}
+
+impl GatewayApi {
+    pub fn version(self) -> &'static str {
+        match self {
+            GatewayApi::V14StandardWithUdpRoute | GatewayApi::V14Experimental | GatewayApi::None => "v1.4.0",
+            GatewayApi::V17Standard | GatewayApi::V17Experimental => "v1.7.0",
+        }
+    }
+
+    /// The bundle's files: its CRDs (of group gateway.networking.k8s.io), then its policy.
+    pub fn files(self) -> Vec<PathBuf> {
+        let crd = gateway_api_dir(self.version()).join("config/crd");
+        let channel = |name: &str| {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(crd.join(name))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("gateway.networking.k8s.io_"))
+                .collect();
+            // The policy last: it judges CRD writes, not itself.
+            files.sort_by_key(|p| (p.to_str().unwrap().contains("_vap_"), p.clone()));
+            files
+        };
+        match self {
+            GatewayApi::V14StandardWithUdpRoute => {
+                let mut files = channel("standard");
+                files.push(crd.join("experimental/gateway.networking.k8s.io_udproutes.yaml"));
+                files
+            }
+            GatewayApi::V14Experimental | GatewayApi::V17Experimental => channel("experimental"),
+            GatewayApi::V17Standard => channel("standard"),
+            GatewayApi::None => Vec::new(),
+        }
+    }
 }
 
 /// A scratch directory for one test; removed on drop, except the logs of a failed test.
@@ -215,11 +304,17 @@ pub struct Cluster {
 impl Cluster {
     /// A fresh cluster, or `None` when the API server is not built (the test is skipped).
     pub async fn start(test: &str) -> Option<Cluster> {
+        Self::start_with(test, GatewayApi::V14StandardWithUdpRoute).await
+    }
+
+    /// A fresh cluster with the STUNner CRDs and the Gateway API bundle `gateway_api`.
+    pub async fn start_with(test: &str, gateway_api: GatewayApi) -> Option<Cluster> {
         let bin = apiserver_bin()?;
         let dir = TestDir::new(test);
         let api = ApiServer::start(bin, &dir.0).await;
         let admin = client_from(&api.admin_kubeconfig()).await;
-        install_crds(&admin).await;
+        install_stunner_crds(&admin).await;
+        install_gateway_api(&admin, gateway_api).await;
         let rbac = std::fs::read_to_string(repo_root().join("deploy/manifests/rbac.yaml"))
             .expect("deploy/manifests/rbac.yaml");
         apply_yaml(&admin, &namespace_yaml(OPERATOR_NAMESPACE)).await;
@@ -269,12 +364,6 @@ async fn write_sa_kubeconfig(admin: &Client, api: &ApiServer, path: &Path) {
     std::fs::write(path, kubeconfig).unwrap();
 }
 
-/// The STUNner CRDs from deploy/crds and the Gateway API v1.4.0 CRDs.
-async fn install_crds(admin: &Client) {
-    install_stunner_crds(admin).await;
-    install_gateway_api_crds(admin).await;
-}
-
 /// The STUNner CRDs from deploy/crds, Established.
 pub async fn install_stunner_crds(admin: &Client) {
     let files: Vec<PathBuf> = std::fs::read_dir(repo_root().join("deploy/crds"))
@@ -285,27 +374,20 @@ pub async fn install_stunner_crds(admin: &Client) {
     install_crd_files(admin, &files).await;
 }
 
-/// The Gateway API v1.4.0 CRDs, Established: the standard channel, plus the experimental
-/// channel's UDPRoute (v1alpha2), which the standard one lacks.
-pub async fn install_gateway_api_crds(admin: &Client) {
-    let gw = gateway_api_dir().join("config/crd");
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(gw.join("standard")).unwrap() {
-        let p = entry.unwrap().path();
-        if p.file_name().unwrap().to_str().unwrap().starts_with("gateway.networking.k8s.io_") {
-            files.push(p);
-        }
-    }
-    files.push(gw.join("experimental/gateway.networking.k8s.io_udproutes.yaml"));
-    install_crd_files(admin, &files).await;
+/// A Gateway API bundle's CRDs, Established, and its policy, if any.
+pub async fn install_gateway_api(admin: &Client, bundle: GatewayApi) {
+    install_crd_files(admin, &bundle.files()).await;
 }
 
+/// Applies `files`, then waits for the CRDs among their objects to be Established.
 async fn install_crd_files(admin: &Client, files: &[PathBuf]) {
     let mut names = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         for obj in apply_yaml(admin, &text).await {
-            names.push(obj.metadata.name.unwrap());
+            if resource_of(&obj).1 == "CustomResourceDefinition" {
+                names.push(obj.metadata.name.unwrap());
+            }
         }
     }
     let crds = api_for(admin, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None).await;

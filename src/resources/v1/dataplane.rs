@@ -16,8 +16,7 @@ pub const DEFAULT_OFFLOAD_ENGINE: &str = "None";
 /// Upstream's pattern for `offloadEngine`: an unanchored alternation, kept as written.
 pub const OFFLOAD_ENGINE_PATTERN: &str = r"^None|XDP|TC|Auto$";
 
-/// The desired dataplane pods. Some fields are accepted for compatibility only
-/// (`dataplaneResource`, `envFrom`).
+/// The desired dataplane pods. `envFrom` is accepted for compatibility only.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "stunner.l7mp.io",
@@ -45,7 +44,7 @@ pub struct DataplaneSpec {
     #[schemars(schema_with = "schema::k8s::<Vec<LocalObjectReference>>")]
     pub image_pull_secrets: Vec<LocalObjectReference>,
 
-    /// Kind of workload to run the dataplane in (accepted; a Deployment is always used).
+    /// Kind of workload to run the dataplane in: a Deployment, or a DaemonSet (one pod per node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Deployment"))]
     pub dataplane_resource: Option<DataplaneResourceType>,

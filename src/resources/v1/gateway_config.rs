@@ -89,12 +89,13 @@ pub struct GatewayConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
 
-    /// Limit of simultaneous allocations per TURN username (premium; accepted, never rendered).
+    /// Limit of simultaneous allocations per TURN username (`admin.user_quota`); 0 means none.
     #[serde(default, skip_serializing_if = "is_zero")]
     #[schemars(schema_with = "schema::integer")]
     pub user_quota: i64,
 
-    /// STUN-only mode: no TURN allocations (premium; accepted, never rendered).
+    /// STUN-only mode: authentication off (`auth.type: none`), so the dataplane answers STUN
+    /// binding requests and refuses every TURN allocation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stun_mode: bool,
 }

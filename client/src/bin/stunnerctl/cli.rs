@@ -119,6 +119,16 @@ pub enum Command {
     /// List the watch clients connected to the server: which version of each config they were
     /// sent, and which they acknowledged or rejected (gRPC clients only acknowledge).
     Clients,
+    /// Open the operator's web console: print its URL (through a port-forward held open until
+    /// Ctrl-C, or at --cds-server-address) and, with --browser, open it.
+    #[command(visible_alias = "dashboard")]
+    Console {
+        /// This Gateway's page (in --namespace) instead of the overview.
+        gateway: Option<String>,
+        /// Open the URL in the desktop's browser (xdg-open; open on macOS).
+        #[arg(long)]
+        browser: bool,
+    },
 }
 
 /// Upstream's flags for reaching dataplane pods.

@@ -43,8 +43,8 @@ pub async fn run(
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM: the normal end of a watch.
-async fn interrupted() {
+/// Resolves on Ctrl-C or SIGTERM: the normal end of a watch (and of `console`'s port-forward).
+pub async fn interrupted() {
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {
             tokio::select! {

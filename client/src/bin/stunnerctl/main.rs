@@ -2,9 +2,9 @@
 //! `license`, `status` and `auth` commands with kubectl's cluster flags: without
 //! `--cds-server-address` the operator's config discovery server is found in the cluster and
 //! reached through a port-forward, as upstream does. Ours besides: `gateway-status` for the
-//! operator's own statuses, `clients` for its client table, `auth` computed from the served
-//! config (no auth service needed), and `--transport grpc` for the gRPC API with the same
-//! output.
+//! operator's own statuses, `clients` for its client table, `console` for its web console,
+//! `auth` computed from the served config (no auth service needed), and `--transport grpc` for
+//! the gRPC API with the same output.
 //!
 //! Exit status: 0 on success (including a watch ended by Ctrl-C or SIGTERM, and a command that
 //! found nothing, which says so on stderr), 1 on any error, with the message on stderr.
@@ -16,6 +16,7 @@ mod cli;
 mod clients_cmd;
 mod config_cmd;
 mod connect;
+mod console_cmd;
 mod gateway_status_cmd;
 mod jsonpath;
 mod output;
@@ -103,6 +104,14 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
                 namespace: &cli.namespace,
             };
             auth_cmd::run(&cds.client, &req, &mut printer).await
+        }
+        Command::Console { gateway, browser } => {
+            config_flags_unused(&cli)?;
+            if cli.transport != Transport::WebSocket {
+                return Err("the console is served over HTTP only: drop --transport".into());
+            }
+            let id = gateway.as_deref().map(|name| ConfigId::new(cli.namespace.clone(), name));
+            console_cmd::run(&cds, id.as_ref(), *browser).await
         }
         Command::Status { .. } => unreachable!("handled above"),
     };

@@ -12,7 +12,7 @@ use super::stubs::config_discovery_server;
 use crate::cds::authz::{Authorizer, Identity, bearer};
 use crate::cds::clients::{ClientInfo, ClientTable, scope_string};
 use crate::cds::connection::PeerAddr;
-use crate::cds::metrics::{CdsMetrics, Transport};
+use crate::cds::metrics::{Api, CdsMetrics, Transport};
 use crate::cds::store::{ConfigStore, Scope};
 use crate::cds::watch::Watch;
 use futures_util::Stream;
@@ -56,6 +56,7 @@ impl ConfigDiscovery {
     async fn authorize(&self, caller: &Caller, scope: &Scope) -> Result<Identity, Status> {
         let Caller { peer, token } = caller;
         self.authorizer.authorize(*peer, token.as_deref(), scope).await.map_err(|refusal| {
+            self.metrics.refused(Api::grpc);
             tracing::info!(peer = ?peer, scope = %scope_string(scope), reason = %refusal, "gRPC CDS request refused");
             Status::permission_denied(refusal.to_string())
         })
