@@ -12,12 +12,14 @@
 //! With `CDS_BENCH_PIN=1` the server runs on core 0 and the watchers on core 1, so the
 //! server's figures are not mixed with its clients' work (Linux, `taskset` from util-linux).
 //!
-//! Each fan-out scenario is followed by its floor, measured in the same run: the same number of
-//! frames of the update's size written without blocking to as many loopback TCP sockets from
-//! one thread (on core 0 when pinned), no WebSocket and no server: what the kernel alone costs.
+//! Each fan-out scenario and each connect storm is followed by its floor, measured in the same
+//! run (`cds_fanout/floor.rs`): raw writes of the update's frame to as many loopback sockets,
+//! and a raw accept loop answering the same upgrades.
 //! A full run also writes its rows as JSON (see `benches/support/report.rs`), labelled with
 //! `CDS_BENCH_LABEL` (default `ours`, or the file name of `CDS_BENCH_SERVER`).
 
+#[path = "cds_fanout/floor.rs"]
+mod floor;
 #[path = "../../benches/support/report.rs"]
 mod report;
 
@@ -27,7 +29,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use stunner_gateway::config::{ListenerConfig, StunnerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -35,12 +36,14 @@ use tokio::sync::mpsc;
 
 fn main() {
     raise_fd_limit();
-    let pin = std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1");
-    if pin && std::env::var("CDS_BENCH_ROLE").is_err() {
-        pin_to_core(1);
-    }
-    if std::env::var("CDS_BENCH_ROLE").as_deref() == Ok("server") {
-        return run_server();
+    let pin = pinned();
+    match std::env::var("CDS_BENCH_ROLE").as_deref() {
+        Ok("server") => return run_server(),
+        Ok("raw-server") => return floor::run_raw_server(),
+        Ok("floor-readers") => return floor::run_readers(),
+        Ok(role) => panic!("unknown CDS_BENCH_ROLE {role}"),
+        Err(_) if pin => pin_to_core(1),
+        Err(_) => {}
     }
     let full = std::env::args().any(|a| a == "--bench");
     let mut report = Report::new("cds_fanout", json!({ "implementation": implementation(), "pinned": pin }));
@@ -53,11 +56,17 @@ fn main() {
                 Scenario::FanOut { watchers: 10_000, updates: 20 },
                 Scenario::Storm { configs: 1_000 },
                 Scenario::Storm { configs: 10_000 },
+                Scenario::Connect { watchers: 1_000, rounds: 5 },
+                Scenario::Connect { watchers: 10_000, rounds: 3 },
                 Scenario::Stalled { watchers: 1_000, stalled: 0, updates: 60 },
                 Scenario::Stalled { watchers: 1_000, stalled: 1, updates: 60 },
             ]
         } else {
-            vec![Scenario::FanOut { watchers: 10, updates: 3 }, Scenario::Storm { configs: 20 }]
+            vec![
+                Scenario::FanOut { watchers: 10, updates: 3 },
+                Scenario::Storm { configs: 20 },
+                Scenario::Connect { watchers: 10, rounds: 2 },
+            ]
         };
         // CDS_BENCH_ONLY=<text>: only the scenarios whose name contains it.
         let only = std::env::var("CDS_BENCH_ONLY").unwrap_or_default();
@@ -78,6 +87,9 @@ enum Scenario {
     Storm { configs: usize },
     /// Like FanOut with 64 KiB configs, plus `stalled` watchers that never read.
     Stalled { watchers: usize, stalled: usize, updates: usize },
+    /// A reconnect storm: `watchers` watchers of one config connect at once to a server just
+    /// started, until each holds the config; `rounds` times, each with a fresh server.
+    Connect { watchers: usize, rounds: usize },
 }
 
 impl Scenario {
@@ -86,16 +98,23 @@ impl Scenario {
             Scenario::FanOut { watchers, .. } => format!("fan-out {watchers}"),
             Scenario::Storm { configs } => format!("storm {configs}"),
             Scenario::Stalled { watchers, stalled, .. } => format!("{stalled} stalled among {watchers}"),
+            Scenario::Connect { watchers, .. } => format!("connect {watchers}"),
         }
     }
 
     async fn run(self, report: &mut Report) {
-        let mut server = ServerProcess::spawn();
+        if let Scenario::Connect { watchers, rounds } = self {
+            connect_storm(report, &self.name(), Served::Measured, watchers, rounds).await;
+            connect_storm(report, &self.name(), Served::Floor, watchers, rounds).await;
+            return;
+        }
+        let mut server = ServerProcess::spawn(Served::Measured);
         let name = self.name();
         let (ids, per_id, updates, padding, stalled) = match self {
             Scenario::FanOut { watchers, updates } => (1, watchers, updates, 0, 0),
             Scenario::Storm { configs } => (configs, 1, 3, 0, 0),
             Scenario::Stalled { watchers, stalled, updates } => (1, watchers, updates, 64 * 1024, stalled),
+            Scenario::Connect { .. } => unreachable!("measured by connect_storm"),
         };
         let ids: Vec<String> = (0..ids).map(|i| format!("bench/gw-{i}")).collect();
         server.publish(&ids.iter().map(|id| config(id, "initial", padding)).collect::<Vec<_>>());
@@ -142,16 +161,14 @@ impl Scenario {
             "stalled": stalled,
             "updates": updates,
             "frame_bytes": frame_bytes,
-            "last_watcher_ms": { "p50": ms(pct(&last, 50)), "p99": ms(pct(&last, 99)), "max": ms(*last.last().unwrap()) },
+            "last_watcher_ms": quantiles_ms(&last),
             "all_watchers_p99_ms": ms(pct(&all, 99)),
             "cpu_us_per_message": cpu.as_secs_f64() * 1e6 / messages,
             "rss_kib_per_idle_watcher": rss_per_watcher,
         }));
         println!(
-            "| {name} | {} / {} / {} | {} | {:.1} µs | {:.1} KiB |",
-            fmt(pct(&last, 50)),
-            fmt(pct(&last, 99)),
-            fmt(*last.last().unwrap()),
+            "| {name} | {} | {} | {:.1} µs | {:.1} KiB |",
+            quantiles(&last),
             fmt(pct(&all, 99)),
             cpu.as_secs_f64() * 1e6 / messages,
             rss_per_watcher
@@ -162,7 +179,8 @@ impl Scenario {
         drop(stalled_conns);
         server.stop();
         if let Scenario::FanOut { watchers, updates } = self {
-            let (mut last, cpu) = floor(watchers, updates, frame_bytes).await;
+            let floor = tokio::task::spawn_blocking(move || floor::fan_out(watchers, updates, frame_bytes));
+            let (mut last, cpu) = floor.await.expect("the floor ran");
             last.sort();
             let cpu_per_message = cpu.as_secs_f64() * 1e6 / messages;
             report.row(json!({
@@ -171,17 +189,58 @@ impl Scenario {
                 "watchers": watchers,
                 "updates": updates,
                 "frame_bytes": frame_bytes,
-                "last_watcher_ms": { "p50": ms(pct(&last, 50)), "p99": ms(pct(&last, 99)), "max": ms(*last.last().unwrap()) },
+                "last_watcher_ms": quantiles_ms(&last),
                 "cpu_us_per_message": cpu_per_message,
             }));
             println!(
-                "| floor: {name} ({frame_bytes} B raw writes) | {} / {} / {} | – | {cpu_per_message:.1} µs | – |",
-                fmt(pct(&last, 50)),
-                fmt(pct(&last, 99)),
-                fmt(*last.last().unwrap()),
+                "| floor: {name} ({frame_bytes} B raw writes) | {} | – | {cpu_per_message:.1} µs | – |",
+                quantiles(&last)
             );
         }
     }
+}
+
+/// A reconnect storm against the measured server or its floor: `rounds` times, a fresh server
+/// holding one config and `watchers` watchers connecting to it at once; each round's time from
+/// the first connect until the last watcher holds the config, and the server's CPU time per
+/// connection.
+async fn connect_storm(report: &mut Report, name: &str, served: Served, watchers: usize, rounds: usize) {
+    let id = "bench/gw-0".to_string();
+    let mut last = Vec::with_capacity(rounds);
+    let mut cpu = Duration::ZERO;
+    for _ in 0..rounds {
+        let mut server = ServerProcess::spawn(served);
+        server.publish(&[config(&id, "initial", 0)]);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (t0, cpu0) = (Instant::now(), server.cpu_time());
+        let tasks: Vec<_> = (0..watchers).map(|_| tokio::spawn(watcher(server.addr, id.clone(), tx.clone()))).collect();
+        let arrivals = collect(&mut rx, "initial", watchers).await;
+        cpu += server.cpu_time() - cpu0;
+        last.push(arrivals.iter().max().unwrap().duration_since(t0));
+        for t in tasks {
+            t.abort();
+        }
+        server.stop();
+    }
+    last.sort();
+    let of = match served {
+        Served::Measured => "server",
+        Served::Floor => "floor",
+    };
+    let cpu_per_connection = cpu.as_secs_f64() * 1e6 / (rounds * watchers) as f64;
+    report.row(json!({
+        "scenario": name,
+        "of": of,
+        "watchers": watchers,
+        "rounds": rounds,
+        "last_watcher_ms": quantiles_ms(&last),
+        "cpu_us_per_connection": cpu_per_connection,
+    }));
+    let label = match served {
+        Served::Measured => name.to_string(),
+        Served::Floor => format!("floor: {name} (raw accept loop)"),
+    };
+    println!("| {label} | {} | – | {cpu_per_connection:.1} µs per connection | – |", quantiles(&last));
 }
 
 /// What the report calls the server measured.
@@ -221,80 +280,14 @@ async fn update_frame_len(addr: SocketAddr, id: &str) -> usize {
     tokio::time::timeout(Duration::from_secs(30), read).await.expect("a config within 30 s")
 }
 
-/// The fan-out's floor: `updates` rounds of one `frame_len` byte frame written without blocking
-/// to `watchers` loopback TCP sockets from one thread (on core 0 with `CDS_BENCH_PIN=1`, where
-/// the server runs), readers on the other end (this runtime) taking every byte before the next
-/// round, as the watchers do. Returns each round's time until the last socket was written and
-/// the writing thread's CPU time over all rounds.
-async fn floor(watchers: usize, updates: usize, frame_len: usize) -> (Vec<Duration>, Duration) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let received = Arc::new(AtomicU64::new(0));
-    let mut writers = Vec::with_capacity(watchers);
-    let mut readers = Vec::with_capacity(watchers);
-    for _ in 0..watchers {
-        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (server_side, _) = listener.accept().unwrap();
-        server_side.set_nonblocking(true).unwrap();
-        server_side.set_nodelay(true).unwrap();
-        writers.push(server_side);
-        let received = received.clone();
-        readers.push(tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = client.read(&mut buf).await {
-                received.fetch_add(n as u64, Ordering::Relaxed);
-            }
-        }));
-    }
-    let (done, result) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        if std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1") {
-            pin_to_core(0);
-        }
-        let frame = vec![b'x'; frame_len];
-        let mut rounds = Vec::with_capacity(updates);
-        let mut cpu = Duration::ZERO;
-        for round in 1..=updates {
-            let (t0, cpu0) = (Instant::now(), thread_cpu_time());
-            let mut pending: Vec<(usize, usize)> = (0..writers.len()).map(|i| (i, 0)).collect();
-            while !pending.is_empty() {
-                assert!(t0.elapsed() < Duration::from_secs(120), "the floor's writes stalled");
-                pending.retain_mut(|(i, written)| {
-                    while *written < frame_len {
-                        match std::io::Write::write(&mut writers[*i], &frame[*written..]) {
-                            Ok(n) => *written += n,
-                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
-                            Err(e) => panic!("floor write: {e}"),
-                        }
-                    }
-                    false
-                });
-            }
-            rounds.push(t0.elapsed());
-            cpu += thread_cpu_time() - cpu0;
-            let expected = (round * writers.len() * frame_len) as u64;
-            let deadline = Instant::now() + Duration::from_secs(120);
-            while received.load(Ordering::Relaxed) < expected {
-                assert!(Instant::now() < deadline, "the floor's readers stalled");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        let _ = done.send((rounds, cpu));
-    });
-    let result = result.await.expect("the floor's writer finished");
-    for r in readers {
-        r.abort();
-    }
-    result
+/// p50, p99 and max of sorted latencies, in ms, for the report.
+fn quantiles_ms(sorted: &[Duration]) -> serde_json::Value {
+    json!({ "p50": ms(pct(sorted, 50)), "p99": ms(pct(sorted, 99)), "max": ms(*sorted.last().unwrap()) })
 }
 
-/// CPU time of the calling thread.
-#[allow(unsafe_code)] // libc calls without a safe wrapper in std (see the SAFETY comments)
-fn thread_cpu_time() -> Duration {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a valid, writable timespec for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+/// p50 / p99 / max of sorted latencies, for the printed table.
+fn quantiles(sorted: &[Duration]) -> String {
+    format!("{} / {} / {}", fmt(pct(sorted, 50)), fmt(pct(sorted, 99)), fmt(*sorted.last().unwrap()))
 }
 
 fn pct(sorted: &[Duration], p: usize) -> Duration {
@@ -430,20 +423,30 @@ struct ServerProcess {
     addr: SocketAddr,
 }
 
+/// Which server a scenario runs against.
+#[derive(Debug, Clone, Copy)]
+enum Served {
+    /// Ours, or the program in `CDS_BENCH_SERVER`.
+    Measured,
+    /// The connect storm's floor (`floor::run_raw_server`).
+    Floor,
+}
+
 impl ServerProcess {
-    fn spawn() -> Self {
-        let program = match std::env::var("CDS_BENCH_SERVER") {
-            Ok(program) => program.into(),
-            Err(_) => std::env::current_exe().unwrap(),
+    fn spawn(served: Served) -> Self {
+        let (program, role) = match (served, std::env::var("CDS_BENCH_SERVER")) {
+            (Served::Measured, Ok(program)) => (program.into(), "server"),
+            (Served::Measured, Err(_)) => (std::env::current_exe().unwrap(), "server"),
+            (Served::Floor, _) => (std::env::current_exe().unwrap(), "raw-server"),
         };
-        let mut cmd = if std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1") {
+        let mut cmd = if pinned() {
             let mut c = Command::new("taskset");
             c.arg("-c").arg("0").arg(program);
             c
         } else {
             Command::new(program)
         };
-        cmd.env("CDS_BENCH_ROLE", "server");
+        cmd.env("CDS_BENCH_ROLE", role);
         let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("server process");
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -497,7 +500,8 @@ fn run_server() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // Bound as the daemon binds its CDS port (its accept backlog).
+        let listener = stunner_gateway_operator::admin::bind(([127, 0, 0, 1], 0).into()).unwrap();
         println!("listening {}", listener.local_addr().unwrap());
         let settings = ServerSettings {
             max_connections: 100_000,
@@ -525,7 +529,12 @@ fn run_server() {
     });
 }
 
-/// Runs this process on one core only.
+/// `CDS_BENCH_PIN=1`: servers (and the floors' writers) on core 0, clients on core 1.
+fn pinned() -> bool {
+    std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1")
+}
+
+/// Runs the calling thread (and the threads and processes it starts later) on one core only.
 #[allow(unsafe_code)] // libc calls without a safe wrapper in std (see the SAFETY comments)
 fn pin_to_core(core: usize) {
     unsafe {

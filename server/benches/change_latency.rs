@@ -120,14 +120,15 @@ struct Sample {
 }
 
 impl Sample {
-    fn row(&mut self, report: &mut Report, operator: &str, mode: &str, from: &str) {
+    /// `of`: "isolated change", or the floor's "no-op apply".
+    fn row(&mut self, report: &mut Report, of: &str, operator: &str, mode: &str, from: &str) {
         self.latencies.sort();
         let n = self.latencies.len();
         // Nearest rank.
         let p = |q: f64| self.latencies[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         report.row(json!({
-            "of": "isolated change",
+            "of": of,
             "operator": operator,
             "mode": mode,
             "measured_from": from,
@@ -207,7 +208,7 @@ async fn standalone(report: &mut Report, bin: &Path, label: &str, changes: usize
         write_password(&dir, &want);
         sample.latencies.push(arrival_of(&mut arrivals, &want).await - written);
     }
-    sample.row(report, label, "standalone", "file write");
+    sample.row(report, "isolated change", label, "standalone", "file write");
     drop(op);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -288,8 +289,8 @@ async fn cluster_changes(report: &mut Report, cluster: &Cluster, cds: SocketAddr
         from_ack.latencies.push(arrived.saturating_duration_since(acked));
         from_request.latencies.push(arrived - requested);
     }
-    from_ack.row(report, label, "cluster", "API write acknowledged");
-    from_request.row(report, label, "cluster", "API write requested");
+    from_ack.row(report, "isolated change", label, "cluster", "API write acknowledged");
+    from_request.row(report, "isolated change", label, "cluster", "API write requested");
 }
 
 async fn cluster_ours(report: &mut Report, bin: &Path, label: &str, changes: usize) {
@@ -298,7 +299,22 @@ async fn cluster_ours(report: &mut Report, bin: &Path, label: &str, changes: usi
     let args = ["--throttle-timeout", "250ms"];
     let op = Operator::start_binary(bin, &cluster.operator_kubeconfig, &cluster.dir.0, "op", &args).await;
     cluster_changes(report, &cluster, op.cds, label, changes).await;
+    noop_applies(report, &cluster, &format!("change-{}", changes - 1), changes).await;
     op.stop().await;
+}
+
+/// The cluster mode's floor, in the same cluster: the request of a change applied as the
+/// changes are (same client, same object), but changing nothing, from the request until the
+/// API server's answer. No operator can see a change sooner than its writer hears back.
+async fn noop_applies(report: &mut Report, cluster: &Cluster, password: &str, applies: usize) {
+    let mut sample = Sample { latencies: Vec::with_capacity(applies) };
+    for _ in 0..applies {
+        tokio::time::sleep(SPACING / 10).await;
+        let requested = Instant::now();
+        apply(&cluster.admin, gateway_config(password)).await.expect("apply the GatewayConfig");
+        sample.latencies.push(requested.elapsed());
+    }
+    sample.row(report, "no-op apply", "floor: no-op server-side apply", "cluster", "API write requested");
 }
 
 /// Upstream's operator, built from `STUNNER_OPERATOR_GIT`'s HEAD into `scratch` (at low
