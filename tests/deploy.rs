@@ -4,8 +4,8 @@
 //!
 //! What is pinned: the objects and names both render, the operator pod (CDS label, args, env),
 //! the optional objects (PDB, ServiceMonitor, PrometheusRule, Grafana dashboard, pprof), one RBAC truth (the chart's ClusterRole
-//! equals the manifests'), RBAC covering every kind `server/src/cluster/source.rs` watches and
-//! `server/src/cluster/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
+//! equals the manifests'), RBAC covering every kind `k8s/src/source.rs` watches and
+//! `k8s/src/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
 //! operator-behavior.md §10.2, and every namespaced object in `stunner-system`.
 
 #[path = "support/external.rs"]
@@ -394,6 +394,25 @@ fn helm_service_monitor_only_when_enabled() {
     assert!(!selects(&sm["spec"]["selector"]["matchLabels"], cds["metadata"]["labels"].as_object().unwrap()));
 }
 
+/// `objs` hold the PrometheusRule whose spec is the chart's monitoring/alerts.yaml and the
+/// ConfigMap for Grafana's sidecar holding its monitoring/dashboard.json, both in the
+/// operator's namespace; `hint` ends a failure's message.
+fn assert_ships_the_checked_monitoring(objs: &[Value], hint: &str) {
+    let chart = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    let read = |file: &str| std::fs::read_to_string(chart.join(file)).unwrap();
+    let rule = find(objs, "PrometheusRule", OPERATOR);
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    let alerts: Value = serde_yaml_ng::from_str(&read("alerts.yaml")).unwrap();
+    assert_eq!(rule["spec"], alerts, "the PrometheusRule differs from alerts.yaml{hint}");
+    let dashboard = find(objs, "ConfigMap", "stunner-gateway-operator-dashboard");
+    assert_eq!(dashboard["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
+    let checked: Value = serde_json::from_str(&read("dashboard.json")).unwrap();
+    assert_eq!(shipped, checked, "the dashboard ConfigMap differs from dashboard.json{hint}");
+}
+
 /// The alerts and the dashboard ship as they are checked (server/tests/monitoring.rs,
 /// tests/monitoring/alerts.test.yaml): the PrometheusRule's spec is monitoring/alerts.yaml, the
 /// ConfigMap for Grafana's sidecar holds monitoring/dashboard.json; neither without its toggle.
@@ -405,19 +424,7 @@ fn helm_prometheus_rule_and_grafana_dashboard_only_when_enabled() {
     let defaults = helm(&[]);
     assert!(!has(&defaults, "PrometheusRule") && !has(&defaults, "ConfigMap"));
     let objs = helm(&["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true"]);
-    let monitoring = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
-    let rule = find(&objs, "PrometheusRule", OPERATOR);
-    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
-    let alerts: Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(monitoring.join("alerts.yaml")).unwrap()).unwrap();
-    assert_eq!(rule["spec"], alerts);
-    let dashboard = find(&objs, "ConfigMap", "stunner-gateway-operator-dashboard");
-    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
-    let shipped: Value =
-        serde_json::from_str(dashboard["data"]["stunner-gateway-operator.json"].as_str().unwrap()).unwrap();
-    let checked: Value =
-        serde_json::from_str(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap()).unwrap();
-    assert_eq!(shipped, checked);
+    assert_ships_the_checked_monitoring(&objs, "");
     let elsewhere = helm(&["metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"]);
     assert_eq!(
         find(&elsewhere, "ConfigMap", "stunner-gateway-operator-dashboard")["metadata"]["namespace"],
@@ -535,7 +542,8 @@ fn kustomize_build() {
 #[test]
 fn every_manifest_names_its_namespace() {
     let mut seen = 0;
-    for dir in [manifests(), manifests().join("monitoring")] {
+    let monitoring = manifests().join("monitoring");
+    for dir in [manifests(), monitoring.join("alerts"), monitoring.join("dashboard"), monitoring] {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -551,9 +559,12 @@ fn every_manifest_names_its_namespace() {
     assert!(seen >= 13, "{seen} objects");
 }
 
-/// The ServiceMonitor component on top of the base.
+/// The monitoring components on top of the base, each the kustomize side of a chart toggle:
+/// the ServiceMonitor, the alerts (a PrometheusRule whose spec is the chart's
+/// monitoring/alerts.yaml) and the dashboard (a ConfigMap for Grafana's sidecar holding
+/// monitoring/dashboard.json), none of them in the base.
 #[test]
-fn kustomize_monitoring_component() {
+fn kustomize_monitoring_components() {
     if !deploytool_built() {
         return;
     }
@@ -565,7 +576,8 @@ fn kustomize_monitoring_component() {
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n- {base}/monitoring\n"
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n\
+             - {base}/monitoring\n- {base}/monitoring/alerts\n- {base}/monitoring/dashboard\n"
         ),
     )
     .unwrap();
@@ -576,7 +588,14 @@ fn kustomize_monitoring_component() {
     let metrics = find(&objs, "Service", "stunner-gateway-operator-metrics");
     assert!(selects(&sm["spec"]["selector"]["matchLabels"], metrics["metadata"]["labels"].as_object().unwrap()));
     assert_eq!(sm["spec"]["endpoints"][0]["port"], metrics["spec"]["ports"][0]["name"]);
-    assert!(!has(&kustomize(&manifests()), "ServiceMonitor"), "not in the base");
+
+    assert_ships_the_checked_monitoring(&objs, ": run scripts/monitoring-manifests");
+
+    let base = kustomize(&manifests());
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(!has(&base, kind), "no {kind} in the base");
+    }
+    assert!(!base.iter().any(|o| o["metadata"]["name"] == "stunner-gateway-operator-dashboard"), "nor the dashboard");
 }
 
 /// One RBAC truth: the chart renders the manifests' rules.
@@ -631,7 +650,7 @@ fn source(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap()
 }
 
-/// Every kind of the index's kind table (the watchers of `server/src/cluster/source.rs`
+/// Every kind of the index's kind table (the watchers of `k8s/src/source.rs`
 /// follow it, each kind under its type's API names) can be listed and watched cluster-wide.
 #[test]
 fn cluster_role_covers_every_watched_kind() {
@@ -639,7 +658,7 @@ fn cluster_role_covers_every_watched_kind() {
         return;
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
-    let text = source("server/src/cluster/source.rs");
+    let text = source("k8s/src/source.rs");
     assert!(text.contains("for &kind in Kind::ALL"), "source.rs starts its watchers from the kind table");
     for &kind in Kind::ALL {
         let api = kind.api();
@@ -654,7 +673,7 @@ fn cluster_role_covers_every_watched_kind() {
     }
 }
 
-/// The dataplane pod watcher of `server/src/cluster/pods.rs` (CDS authorization) can list and
+/// The dataplane pod watcher of `k8s/src/pods.rs` (CDS authorization) can list and
 /// watch pods cluster-wide.
 #[test]
 fn cluster_role_covers_the_dataplane_pod_watcher() {
@@ -662,21 +681,21 @@ fn cluster_role_covers_the_dataplane_pod_watcher() {
         return;
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
-    let text = source("server/src/cluster/pods.rs");
+    let text = source("k8s/src/pods.rs");
     assert!(text.contains("Api::<Pod>::all("), "pods.rs watches pods cluster-wide");
     for verb in ["get", "list", "watch"] {
         assert!(allows(&grants, "", "pods", verb), "{verb} pods (pods.rs)");
     }
 }
 
-/// The reviews of `server/src/cluster/review.rs` (`--cds-token-review`) can be created.
+/// The reviews of `k8s/src/review.rs` (`--cds-token-review`) can be created.
 #[test]
 fn cluster_role_covers_the_token_reviews() {
     if !deploytool_built() {
         return;
     }
     let grants = grants(find(&kustomize(&manifests()), "ClusterRole", OPERATOR));
-    let text = source("server/src/cluster/review.rs");
+    let text = source("k8s/src/review.rs");
     for (kind, group, resource) in [
         ("TokenReview", "authentication.k8s.io", "tokenreviews"),
         ("SubjectAccessReview", "authorization.k8s.io", "subjectaccessreviews"),
@@ -686,7 +705,7 @@ fn cluster_role_covers_the_token_reviews() {
     }
 }
 
-/// Every kind `server/src/cluster/ops.rs` writes can be written the way writer.rs writes it:
+/// Every kind `k8s/src/ops.rs` writes can be written the way writer.rs writes it:
 /// server-side apply (PATCH) of statuses and owned objects, DELETE of owned objects. An apply
 /// that creates its object is also checked against `create` by the API server.
 #[test]
@@ -707,7 +726,7 @@ fn cluster_role_covers_every_write() {
         }
     };
     // The variants of `enum WriteKind`: watched kinds under their index names, and ConfigMap.
-    let text = source("server/src/cluster/ops.rs");
+    let text = source("k8s/src/ops.rs");
     let body = text.split("pub enum WriteKind {").nth(1).and_then(|t| t.split('}').next()).expect("enum WriteKind");
     let mut count = 0;
     for variant in body.lines().map(|l| l.trim().trim_end_matches(',')).filter(|l| !l.is_empty()) {

@@ -117,8 +117,8 @@ async fn a_server_restart_sends_only_what_changed_meanwhile() {
 
 #[tokio::test]
 async fn grpc_resume_means_the_server_sends_nothing_held() {
-    use stunner_gateway_operator::cds::metrics::GRPC;
-    use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore};
+    use stunner_gateway_cds::metrics::GRPC;
+    use stunner_gateway_cds::{CdsMetrics, ConfigStore};
     let metrics = CdsMetrics::default();
     let store = std::sync::Arc::new(ConfigStore::new(metrics.clone()));
     let s = Server::start_on(TcpListener::bind("127.0.0.1:0").await.unwrap(), store, Default::default());

@@ -496,7 +496,7 @@ impl ServerProcess {
 
 /// The server role: our CDS on loopback, configs published from stdin.
 fn run_server() {
-    use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve, session};
+    use stunner_gateway_cds::{CdsMetrics, ConfigStore, ServerSettings, serve, session};
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = Arc::new(ConfigStore::new(CdsMetrics::default()));

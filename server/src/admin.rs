@@ -1,6 +1,5 @@
 //! The daemon's own HTTP endpoints: Prometheus metrics and the health probes.
 
-use crate::listener::{Acceptor, until_shutdown};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -12,6 +11,7 @@ use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use stunner_gateway_cds::listener::{Acceptor, until_shutdown};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -140,7 +140,7 @@ pub const MAX_CONNECTIONS: usize = 64;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves a small router on HTTP/1.1 until `shutdown`, with the CDS's accept rules
-/// ([`crate::listener`]: at most [`MAX_CONNECTIONS`], a 503 past them or out of file
+/// ([`stunner_gateway_cds::listener`]: at most [`MAX_CONNECTIONS`], a 503 past them or out of file
 /// descriptors) and its header read timeout: a client that does not send its request
 /// headers in time is disconnected. `name` says what the port serves, in messages.
 pub async fn serve_router(

@@ -2,10 +2,6 @@
 //! the way the daemon runs it, so a target names only this module and a change of the module
 //! layout behind it is a one-line fix here. Not an API: nothing else may depend on it.
 
-use crate::cds::api::{self, CdsState};
-use crate::cds::authz::Authorizer;
-use crate::cds::clients::ClientTable;
-use crate::cds::{CdsMetrics, ConfigStore};
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use bytes::Bytes;
@@ -13,12 +9,16 @@ use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::sync::Arc;
 use stunner_gateway::config::{ListenerConfig, NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
+use stunner_gateway_cds::api::{self, CdsState};
+use stunner_gateway_cds::authz::Authorizer;
+use stunner_gateway_cds::clients::ClientTable;
+use stunner_gateway_cds::{CdsMetrics, ConfigStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-pub use crate::cds::handshake::{Refusal, check as check_handshake, switching_protocols};
-pub use crate::cds::websocket::{Event, FrameReader, ProtocolError};
+pub use stunner_gateway_cds::handshake::{Refusal, check as check_handshake, switching_protocols};
+pub use stunner_gateway_cds::websocket::{Event, FrameReader, ProtocolError};
 
 /// Largest body [`CdsServer`] reads back: far above any answer of its small store.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
@@ -69,7 +69,7 @@ impl CdsServer {
             tasks: tasks.clone(),
         });
         let router = api::router(state);
-        let grpc = runtime.block_on(crate::cds::grpc::routes(
+        let grpc = runtime.block_on(stunner_gateway_cds::grpc::routes(
             store.clone(),
             metrics,
             clients,

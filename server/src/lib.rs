@@ -1,13 +1,10 @@
 pub mod admin;
 pub mod auth;
-pub mod cds;
 pub mod cli;
-pub mod cluster;
 pub mod console;
 #[doc(hidden)]
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-pub mod listener;
 pub mod logs;
 pub mod memory;
 pub mod metrics;

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::index::Input;
 use stunner_gateway::render::RenderSettings;
+use stunner_gateway_cds::authz::{self, Authorizer, DataplaneIndex};
+use stunner_gateway_cds::{self as cds, CdsMetrics, ConfigStore, Opening, ServerSettings};
+use stunner_gateway_k8s::metrics::WriterMetrics;
+use stunner_gateway_k8s::nodes::NodeFeed;
+use stunner_gateway_k8s::{self as cluster, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
-use stunner_gateway_operator::cds::authz::{self, Authorizer, DataplaneIndex};
-use stunner_gateway_operator::cds::{self, CdsMetrics, ConfigStore, Opening, ServerSettings};
 use stunner_gateway_operator::cli::Args;
-use stunner_gateway_operator::cluster::nodes::NodeFeed;
-use stunner_gateway_operator::cluster::{self, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::console::Console;
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pipeline::Outputs;
@@ -50,6 +51,7 @@ async fn operator() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let operator_metrics = OperatorMetrics::default();
+    let writer_metrics = WriterMetrics::default();
     // The source first: an unreadable directory or an unreachable API server is a start-up error.
     let mode = match &args.standalone {
         Some(dir) => Mode::Standalone(
@@ -57,7 +59,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot read --standalone directory {}", dir.display()))?
                 .with_budget(Budget { max_bytes: args.standalone_max_bytes, max_objects: args.standalone_max_objects }),
         ),
-        None => Mode::Cluster(cluster::connect().await?, Writer::new(operator_metrics.clone())),
+        None => Mode::Cluster(cluster::connect().await?, Writer::new(writer_metrics.clone())),
     };
     // The operator's own namespace: where its Lease and its CDS Service live.
     let namespace = args.pod_namespace.clone();
@@ -69,7 +71,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let readiness = Readiness::default();
     let cds_metrics = CdsMetrics::default();
     let auth_metrics = AuthMetrics::default();
-    let registry = Arc::new(registry(&cds_metrics, &operator_metrics, &auth_metrics));
+    let registry = Arc::new(registry(&cds_metrics, &operator_metrics, &writer_metrics, &auth_metrics));
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
@@ -210,7 +212,8 @@ impl Source {
                     reference_grants: args.enforce_reference_grants,
                     namespace,
                     identity: lease::identity(args.pod_name.as_deref(), args.hostname.as_deref()),
-                    dataplane_pods: (args.cds_authorization == authz::Mode::Pod).then_some(dataplane_pods),
+                    dataplane_pods: (authz::Mode::from(args.cds_authorization) == authz::Mode::Pod)
+                        .then_some(dataplane_pods),
                 };
                 let mut watchers =
                     cluster::start(client, settings, self.tx, writer, self.shutdown, self.stop_writing).await?;
@@ -224,10 +227,11 @@ impl Source {
 }
 
 /// Every metric the daemon exports, in one registry.
-fn registry(cds: &CdsMetrics, operator: &OperatorMetrics, auth: &AuthMetrics) -> Registry {
+fn registry(cds: &CdsMetrics, operator: &OperatorMetrics, writer: &WriterMetrics, auth: &AuthMetrics) -> Registry {
     let mut registry = Registry::default();
     cds.register(&mut registry);
     operator.register(&mut registry);
+    writer.register(&mut registry);
     auth.register(&mut registry);
     registry
 }
@@ -245,7 +249,7 @@ fn cds_settings(args: &Args, authorizer: Authorizer) -> ServerSettings {
 
 /// Who may read which configs (`--cds-authorization`, `--cds-token-review`).
 fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> anyhow::Result<Authorizer> {
-    match (args.cds_authorization, mode) {
+    match (authz::Mode::from(args.cds_authorization), mode) {
         (authz::Mode::Pod, Mode::Standalone(_)) => bail!(
             "--cds-authorization=pod needs a cluster (it knows clients by their pods' IPs); it cannot be used with \
              --standalone"
@@ -266,8 +270,8 @@ fn authorizer(args: &Args, mode: &Mode, dataplane_pods: Arc<DataplaneIndex>) -> 
     }
 }
 
-fn cds_grpc_settings(args: &Args) -> stunner_gateway_operator::cds::grpc::Settings {
-    stunner_gateway_operator::cds::grpc::Settings {
+fn cds_grpc_settings(args: &Args) -> stunner_gateway_cds::grpc::Settings {
+    stunner_gateway_cds::grpc::Settings {
         max_watches: args.cds_max_grpc_watches,
         max_watches_per_connection: args.cds_max_grpc_watches_per_connection,
         ..Default::default()
@@ -367,7 +371,7 @@ impl Stages {
 enum Mode {
     Standalone(FileSource),
     /// The API server, and the writer the render loop queues for it.
-    Cluster(kube::Client, Writer),
+    Cluster(cluster::Client, Writer),
 }
 
 impl Mode {

@@ -1,5 +1,6 @@
-//! The operator's Prometheus metrics, with the Go operator's names, types and labels
-//! (operator-behavior.md §7), plus the CDS's own ([`crate::cds::CdsMetrics`]).
+//! The render loop's Prometheus metrics, with the Go operator's names, types and labels
+//! (operator-behavior.md §7). The writer's are the adapters' ([`stunner_gateway_k8s::metrics`]),
+//! the CDS's its own ([`stunner_gateway_cds::CdsMetrics`]); the daemon registers all three.
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
@@ -7,17 +8,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 /// The `controller` label of the `controller_runtime_*` metrics, which count here what those
 /// controllers did upstream: one reconcile per object event applied to the index.
 pub use stunner_gateway::index::Controller;
-
-/// Upstream's buckets for render and update durations, in seconds.
-const DURATION_BUCKETS: [f64; 40] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
-    1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
-];
+use stunner_gateway_k8s::metrics::{DURATION_BUCKETS, FloatGauge};
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)] // label values are upstream's lower-case words
@@ -29,28 +24,6 @@ pub enum ReconcileResult {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
     pub result: ReconcileResult,
-}
-
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum UpdateResult {
-    success,
-    error,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct UpdateLabels {
-    pub result: UpdateResult,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceOperationLabels {
-    /// `spec` or `status`.
-    pub scope: String,
-    /// The Kubernetes kind, e.g. `Service`.
-    pub kind: String,
-    /// `attempt`, `created`, `updated`, `updatedStatus`, `none`, `suppressed`, `error`, ...
-    pub operation: String,
 }
 
 /// controller-runtime's `result` label of `controller_runtime_reconcile_total`.
@@ -76,35 +49,19 @@ pub struct ControllerResultLabels {
     pub result: ReconcileOutcome,
 }
 
-/// The `name` label of controller-runtime's `leader_election_master_status`: the lease.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LeaderLabels {
-    pub name: &'static str,
-}
-
-type FloatGauge = Gauge<f64, AtomicU64>;
-
 #[derive(Clone)]
 pub struct OperatorMetrics {
     pub render: Counter,
     pub render_time: Histogram,
-    pub update: Family<UpdateLabels, Counter>,
-    pub update_errors: Counter,
-    pub update_time: Histogram,
-    pub resource_operations: Family<ResourceOperationLabels, Counter>,
     pub reconcile_events: Family<ReconcileLabels, Counter>,
     pub generation: Gauge,
     pub generation_last_acked: Gauge,
     pub operator_loop_last_active: FloatGauge,
     pub renderer_loop_last_active: FloatGauge,
-    pub updater_loop_last_active: FloatGauge,
     pub reconcile_total: Family<ControllerResultLabels, Counter>,
     pub reconcile_time: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<ControllerLabels, Counter>,
     pub active_workers: Family<ControllerLabels, Gauge>,
-    /// 1 while this replica leads (it is the one that writes), 0 while it waits; absent in
-    /// standalone mode, which writes nothing.
-    pub leader: Family<LeaderLabels, Gauge>,
     /// Objects of the standalone manifests held at their last valid version (not upstream's:
     /// upstream has no standalone mode).
     pub held_objects: Gauge,
@@ -121,21 +78,15 @@ impl Default for OperatorMetrics {
         OperatorMetrics {
             render: Counter::default(),
             render_time: duration_histogram(),
-            update: Family::default(),
-            update_errors: Counter::default(),
-            update_time: duration_histogram(),
-            resource_operations: Family::default(),
             reconcile_events: Family::default(),
             generation: Gauge::default(),
             generation_last_acked,
             operator_loop_last_active: FloatGauge::default(),
             renderer_loop_last_active: FloatGauge::default(),
-            updater_loop_last_active: FloatGauge::default(),
             reconcile_total: Family::default(),
             reconcile_time: Family::new_with_constructor(duration_histogram),
             reconcile_errors: Family::default(),
             active_workers: Family::default(),
-            leader: Family::default(),
             held_objects: Gauge::default(),
         }
     }
@@ -177,24 +128,11 @@ impl OperatorMetrics {
         self.active_workers.get_or_create(&ControllerLabels { controller: controller.name() }).set(i64::from(active));
     }
 
-    /// Whether this replica leads now, in the election for `lease`.
-    pub fn set_leader(&self, lease: &'static str, leading: bool) {
-        self.leader.get_or_create(&LeaderLabels { name: lease }).set(i64::from(leading));
-    }
-
     pub fn register(&self, registry: &mut Registry) {
         // prometheus-client appends `_total` to counters itself.
         let op = registry.sub_registry_with_prefix("stunner_gateway_operator");
         op.register("render", "Number of renders", self.render.clone());
         op.register("render_time_seconds", "Time spent rendering", self.render_time.clone());
-        op.register("update", "Number of updates by result", self.update.clone());
-        op.register("update_errors", "Number of failed updates", self.update_errors.clone());
-        op.register("update_time_seconds", "Time spent processing updates", self.update_time.clone());
-        op.register(
-            "resource_operations",
-            "Kubernetes resource operations by scope, kind and operation",
-            self.resource_operations.clone(),
-        );
         op.register("reconcile_events", "Reconcile events by throttling result", self.reconcile_events.clone());
         op.register("generation", "Current render generation", self.generation.clone());
         op.register("generation_last_acked", "Last acknowledged generation", self.generation_last_acked.clone());
@@ -207,11 +145,6 @@ impl OperatorMetrics {
             "renderer_loop_last_active_timestamp_seconds",
             "Unix time the renderer last ran",
             self.renderer_loop_last_active.clone(),
-        );
-        op.register(
-            "updater_loop_last_active_timestamp_seconds",
-            "Unix time the updater last ran",
-            self.updater_loop_last_active.clone(),
         );
         op.register(
             "held_objects",
@@ -231,14 +164,7 @@ impl OperatorMetrics {
             self.reconcile_errors.clone(),
         );
         cr.register("active_workers", "Number of currently used workers per controller", self.active_workers.clone());
-        let election = registry.sub_registry_with_prefix("leader_election");
-        election.register("master_status", "Whether this replica leads (1) or not (0)", self.leader.clone());
     }
-}
-
-/// Unix time now, for the loop heartbeat gauges.
-pub fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]
@@ -250,21 +176,12 @@ mod tests {
     fn names_match_the_go_operator() {
         let m = OperatorMetrics::default();
         m.reconcile_events.get_or_create(&ReconcileLabels { result: ReconcileResult::throttled }).inc();
-        m.update.get_or_create(&UpdateLabels { result: UpdateResult::success }).inc();
-        m.resource_operations
-            .get_or_create(&ResourceOperationLabels {
-                scope: "spec".into(),
-                kind: "Service".into(),
-                operation: "created".into(),
-            })
-            .inc();
         m.reconcile_total
             .get_or_create(&ControllerResultLabels {
                 controller: Controller::gateway.name(),
                 result: ReconcileOutcome::success,
             })
             .inc();
-        m.set_leader("92062b70.l7mp.io", true);
         let mut registry = Registry::default();
         m.register(&mut registry);
         let mut text = String::new();
@@ -274,16 +191,12 @@ mod tests {
             "stunner_gateway_operator_render_total 0",
             "# TYPE stunner_gateway_operator_render_time_seconds histogram",
             "stunner_gateway_operator_render_time_seconds_bucket{le=\"0.005\"} 0",
-            "stunner_gateway_operator_update_total{result=\"success\"} 1",
-            "stunner_gateway_operator_update_errors_total 0",
-            "stunner_gateway_operator_resource_operations_total{scope=\"spec\",kind=\"Service\",operation=\"created\"} 1",
             "stunner_gateway_operator_reconcile_events_total{result=\"throttled\"} 1",
             "stunner_gateway_operator_generation 0",
             "stunner_gateway_operator_generation_last_acked -1",
             "stunner_gateway_operator_held_objects 0",
             "# TYPE stunner_gateway_operator_operator_loop_last_active_timestamp_seconds gauge",
             "controller_runtime_reconcile_total{controller=\"gateway\",result=\"success\"} 1",
-            "leader_election_master_status{name=\"92062b70.l7mp.io\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
         }

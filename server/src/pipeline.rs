@@ -6,15 +6,15 @@
 //! [`Input`]: stunner_gateway::index::Input
 
 use crate::admin::Readiness;
-use crate::cds::store::ConfigStore;
-use crate::cds::version::Version;
-use crate::cluster::nodes::NodeFeed;
-use crate::cluster::writer::Writer;
 use crate::metrics::OperatorMetrics;
 use crate::status::StatusBoard;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
+use stunner_gateway_cds::store::ConfigStore;
+use stunner_gateway_cds::version::Version;
+use stunner_gateway_k8s::nodes::NodeFeed;
+use stunner_gateway_k8s::writer::Writer;
 
 /// Where configs are published: the CDS store (a test wraps it to see every version).
 pub trait ConfigSink: Send + Sync {

@@ -22,7 +22,7 @@ mod statuses;
 #[cfg(test)]
 mod tests;
 
-use crate::metrics::{Controller, ReconcileLabels, ReconcileResult, unix_now};
+use crate::metrics::{Controller, ReconcileLabels, ReconcileResult};
 use crate::pipeline::Outputs;
 use crate::source::owned::OwnedObjects;
 use coalesce::Coalescer;
@@ -31,6 +31,7 @@ use service_wait::{SERVICE_WAIT, ServiceWait};
 use std::time::Duration;
 use stunner_gateway::index::{Change, Dirty, Index, Input};
 use stunner_gateway::render::RenderSettings;
+use stunner_gateway_k8s::metrics::unix_now;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::config::StunnerConfig;
+use stunner_gateway_cds::{CdsMetrics, ConfigStore};
 use stunner_gateway_operator::admin;
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
-use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 

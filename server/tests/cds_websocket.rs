@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use stunner_gateway::cds::{ApiError, ConfigId, ConfigList, LicenseStatus};
 use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
-use stunner_gateway_operator::cds::{Opening, ServerSettings};
+use stunner_gateway_cds::{Opening, ServerSettings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -323,7 +323,7 @@ async fn malformed_upgrades_get_upstream_statuses_and_leave_nothing_behind() {
     let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
     s.store.upsert(config("ns/gw", "r"));
     recv(&mut ws).await;
-    assert_eq!(s.metrics.clients.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get(), 1);
+    assert_eq!(s.metrics.clients.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get(), 1);
 }
 
 #[tokio::test]
@@ -358,12 +358,12 @@ async fn a_client_that_never_reads_does_not_stop_100_others() {
     // The stalled client was disconnected for not reading.
     let dropped = &s.metrics.dropped_clients;
     for _ in 0..100 {
-        if dropped.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get() == 1 {
+        if dropped.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get() == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(dropped.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get(), 1);
+    assert_eq!(dropped.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get(), 1);
     drop(stalled);
 }
 
@@ -424,7 +424,7 @@ async fn shutdown_waits_for_a_session_stuck_writing() {
         s.addr
     );
     stalled.write_all(req.as_bytes()).await.unwrap();
-    let open = || s.metrics.clients.get_or_create(&stunner_gateway_operator::cds::metrics::WEBSOCKET).get();
+    let open = || s.metrics.clients.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get();
     for _ in 0..100 {
         if open() == 1 {
             break;
@@ -510,7 +510,7 @@ async fn oversized_messages_end_the_session_and_closes_are_echoed() {
 /// Server settings whose watch sessions give up on a client that stops reading after `timeout`.
 fn with_write_timeout(timeout: Duration) -> ServerSettings {
     ServerSettings {
-        session: stunner_gateway_operator::cds::session::Settings { write_timeout: timeout, ..Default::default() },
+        session: stunner_gateway_cds::session::Settings { write_timeout: timeout, ..Default::default() },
         ..Default::default()
     }
 }

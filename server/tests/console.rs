@@ -1,8 +1,9 @@
 //! The console in a real browser: headless Chromium (Debian's `chromium`) loads every page of
 //! a running standalone operator, reads what a person would (Gateway names, a status reason, a
-//! dataplane's acknowledged version, a masked password), follows a manifest edit live, and
-//! saves screenshots under `<target>/console-screenshots/`. Without Chromium the test skips
-//! with a notice; with `CI` set it fails instead.
+//! dataplane's acknowledged version and how long ago, a masked password), follows a manifest
+//! edit live, finds that edit's push and ack in the overview's latency charts, and saves
+//! screenshots under `<target>/console-screenshots/`. Without Chromium the test skips with a
+//! notice; with `CI` set it fails instead.
 
 #[path = "support/daemon.rs"]
 mod daemon;
@@ -91,11 +92,20 @@ async fn chromium_shows_a_gateway_and_follows_a_change_live() {
     ] {
         assert!(text.contains(expected), "Gateway page lacks {expected:?}:\n{text}");
     }
-    let acked_cell = "document.querySelector('table.dataplanes td.acked').textContent";
+    let acked_cell = "document.querySelector('table.dataplanes td.acked .version').textContent";
     assert_eq!(b.eval(acked_cell).await, v1.as_str(), "the dataplane's acknowledged version");
+    for cell in ["sent", "acked"] {
+        let age = b.eval(&format!("document.querySelector('table.dataplanes td.{cell} .age').textContent")).await;
+        let age = age.as_str().unwrap_or_default();
+        assert!(age.ends_with("s ago") || age.ends_with("m ago"), "how long ago it was {cell}: {age:?}");
+    }
     assert!(!text.contains("pass-1"), "the password is masked:\n{text}");
     assert!(text.contains("\"password\": \"<redacted>\""), "{text}");
     b.screenshot(&shots.join("gateway.png")).await;
+    // Between updates the script keeps "how long ago" current.
+    let acked_age = "document.querySelector('table.dataplanes td.acked time.age')";
+    b.eval(&format!("{acked_age}.setAttribute('datetime', new Date(Date.now() - 7200e3).toISOString())")).await;
+    b.wait_for(&format!("{acked_age}.textContent === '2h ago'"), LIMIT).await;
 
     // An edit of the manifests shows without a reload: a third listener, a new version that
     // the dataplane acknowledges.
@@ -117,6 +127,22 @@ async fn chromium_shows_a_gateway_and_follows_a_change_live() {
         "swapped in place"
     );
     b.screenshot(&shots.join("gateway-updated.png")).await;
+
+    // The change was pushed to and applied by a dataplane that was watching: the overview's
+    // push and ack time charts have it.
+    b.open(&format!("{base}/ui/")).await;
+    for chart in ["Push time (store to send)", "Ack time (store to applied)"] {
+        let figure = format!("document.querySelector('figure.chart svg[aria-label=\"{chart}\"]')");
+        let bars = format!("[...{figure}.querySelectorAll('rect')].filter(r => r.getAttribute('height') > 0).length");
+        let bars = b.eval(&bars).await.as_u64().unwrap_or_default();
+        assert!(bars >= 1, "{chart}: no bar with data");
+        let caption = b.eval(&format!("{figure}.closest('figure').textContent")).await;
+        assert!(
+            caption.as_str().is_some_and(|c| c.contains(" observation") && c.contains(", mean ")),
+            "{chart}: {caption}"
+        );
+    }
+    b.screenshot(&shots.join("overview-charts.png")).await;
 
     // Asked for, the credentials show.
     b.open(&format!("{gateway}?reveal=1")).await;
@@ -157,8 +183,8 @@ async fn pages_take_the_config_lists_authorization_and_bound_event_streams() {
     use std::net::{IpAddr, SocketAddr};
     use std::sync::Arc;
     use stunner_gateway::cds::ConfigId;
-    use stunner_gateway_operator::cds::authz::{Authorizer, DataplaneIndex, DataplanePod, Mode};
-    use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
+    use stunner_gateway_cds::authz::{Authorizer, DataplaneIndex, DataplanePod, Mode};
+    use stunner_gateway_cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
     use stunner_gateway_operator::console::{Console, events};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -49,10 +49,28 @@ const CHART_VALUES: &[&str] = &[
     "resources.requests.cpu=50m",
 ];
 
+/// Which UDPRoute kind a manifest routes the Gateway with.
+#[derive(Clone, Copy)]
+enum RouteApi {
+    /// `stunner.l7mp.io/v1` (upstream's examples).
+    Stunner,
+    /// `gateway.networking.k8s.io/v1`, what Gateway API v1.7's standard channel serves.
+    GatewayApiV1,
+}
+
 /// Upstream's `docs/examples/simple-tunnel/iperf-stunner.yaml`, with our echo backend and the
 /// Service type annotation that makes the Gateway's Service a NodePort (no load balancer
 /// here); `password` is the static TURN password.
 fn simple_tunnel(password: &str) -> String {
+    simple_tunnel_with(password, RouteApi::Stunner)
+}
+
+/// [`simple_tunnel`] with its UDPRoute of `api`: Gateway API's requires the Service's `port`.
+fn simple_tunnel_with(password: &str, api: RouteApi) -> String {
+    let (route_api, backend_port) = match api {
+        RouteApi::Stunner => ("stunner.l7mp.io/v1", String::new()),
+        RouteApi::GatewayApiV1 => ("gateway.networking.k8s.io/v1", format!("\n          port: {ECHO_PORT}")),
+    };
     format!(
         r#"apiVersion: v1
 kind: Namespace
@@ -96,7 +114,7 @@ spec:
       port: 3478
       protocol: TURN-UDP
 ---
-apiVersion: stunner.l7mp.io/v1
+apiVersion: {route_api}
 kind: UDPRoute
 metadata:
   name: echo-server
@@ -107,7 +125,7 @@ spec:
   rules:
     - backendRefs:
         - name: echo-server
-          namespace: default
+          namespace: default{backend_port}
 "#
     )
 }
@@ -171,15 +189,21 @@ fn tools_built() -> bool {
         .all(|path| e2e::external::built(repo_file(path), how).is_some())
 }
 
-/// A node for `test` with the Gateway API CRDs installed, and its admin client; None (after a
-/// notice) when the node or the test tools are not built.
+/// A node for `test` with the Gateway API CRDs installed (v1.4.0's standard channel and the
+/// experimental UDPRoute), and its admin client; None (after a notice) when the node or the
+/// test tools are not built.
 async fn node_with_gateway_api(test: &str) -> Option<(Node, Client)> {
+    node_with(test, e2e::GatewayApi::V14StandardWithUdpRoute).await
+}
+
+/// [`node_with_gateway_api`] with the Gateway API `bundle` of choice.
+async fn node_with(test: &str, bundle: e2e::GatewayApi) -> Option<(Node, Client)> {
     if !tools_built() {
         return None;
     }
     let node = Node::start(test).await?;
     let client = node.admin.clone();
-    e2e::install_gateway_api(&client, e2e::GatewayApi::V14StandardWithUdpRoute).await;
+    e2e::install_gateway_api(&client, bundle).await;
     Some((node, client))
 }
 
@@ -366,7 +390,7 @@ async fn kill_leader(client: &Client) -> String {
     };
     let old = wait_for("a leader", holder).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NS);
-    // The holder identity is the pod name (POD_NAME, server/src/cluster/lease.rs).
+    // The holder identity is the pod name (POD_NAME, k8s/src/lease.rs).
     pods.delete(&old, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("delete the leader {old}: {e}"));
     wait_for("a new leader", || {
         let old = old.clone();
@@ -631,9 +655,13 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
     assert!(get(&client, "v1", "Service", Some(GATEWAY_NS), "udp-gateway").await.is_none());
 }
 
+/// The kustomize install on today's Gateway API: v1.7.0's standard channel with its
+/// safe-upgrades policy, as README installs it, where UDPRoute is served as
+/// `gateway.networking.k8s.io/v1` only. A `v1` UDPRoute gets its statuses from us and TURN
+/// relays through it to the backend pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kustomize_install_serves_a_gateway() {
-    let Some((node, client)) = node_with_gateway_api("install-kustomize").await else { return };
+async fn kustomize_install_on_gateway_api_v1_7_standard_relays_through_a_v1_udproute() {
+    let Some((node, client)) = node_with("install-kustomize", e2e::GatewayApi::V17Standard).await else { return };
     e2e::install_stunner_crds(&client).await;
     let out = Command::new(tool("tests/deploytool/bin/deploytool"))
         .args(["kustomize", repo_file("deploy/manifests").to_str().unwrap()])
@@ -656,12 +684,38 @@ async fn kustomize_install_serves_a_gateway() {
         .unwrap();
     wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
     apply_yaml(&client, &echo_backend(1)).await;
-    apply_yaml(&client, &simple_tunnel("pass-1")).await;
+    apply_yaml(&client, &simple_tunnel_with("pass-1", RouteApi::GatewayApiV1)).await;
     wait_available(&client, GATEWAY_NS, "udp-gateway").await;
     wait_available(&client, "default", "echo-server").await;
     let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
     let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
-    turn_relays(&node, turn, USER, "pass-1", echo).await;
+    let relayed = turn_relays(&node, turn, USER, "pass-1", echo).await;
+    eprintln!("node e2e: v1.7 standard, v1 UDPRoute: relayed {relayed}");
+
+    // The route's statuses, written by us through the served version.
+    for (condition, reason) in [("Accepted", "Accepted"), ("ResolvedRefs", "ResolvedRefs")] {
+        wait_for(&format!("v1 UDPRoute echo-server {condition}=True"), || {
+            let client = client.clone();
+            async move {
+                let route =
+                    get(&client, "gateway.networking.k8s.io/v1", "UDPRoute", Some(GATEWAY_NS), "echo-server").await?;
+                let parents = route.data.get("status")?.get("parents")?.as_array()?.clone();
+                parents
+                    .iter()
+                    .any(|p| {
+                        p["controllerName"] == "stunner.l7mp.io/gateway-operator"
+                            && e2e::has_condition(p, condition, "True", reason)
+                    })
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+    // The rendered cluster is the route's, with the backend pod behind it.
+    let config = served_config(&client).await.expect("a served config");
+    assert!(config.clusters.iter().any(|c| c.name == "stunner/echo-server"), "{config:?}");
+    let logs = operator_logs(&client).await;
+    assert!(!logs.is_empty() && !logs.contains(" ERROR "), "an error-level log line or no log:\n{logs}");
 }
 
 /// `stunnerctl` run inside a pod's network namespace, straight at the CDS Service (no

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::config::{ListenerConfig, NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
 use stunner_gateway::render::RenderSettings;
+use stunner_gateway_cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
+use stunner_gateway_k8s::{self as cluster, nodes::NodeFeed, writer::Writer};
 use stunner_gateway_operator::admin::Readiness;
-use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
-use stunner_gateway_operator::cluster::{self, nodes::NodeFeed, writer::Writer};
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pipeline::Outputs;
 use stunner_gateway_operator::reconcile::Reconciler;
@@ -59,7 +59,7 @@ async fn a_node_external_ip_is_patched_into_its_dataplanes_config() {
     let Some(cluster) = Cluster::start("e2e_node_address").await else { return };
     let shutdown = CancellationToken::new();
     let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
-    let writer = Writer::new(OperatorMetrics::default());
+    let writer = Writer::new(Default::default());
     let (tx, rx) = mpsc::channel(64);
     let outputs = Outputs {
         store: store.clone(),

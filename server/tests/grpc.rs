@@ -17,7 +17,7 @@ use stunner_gateway::proto::{
     Ack, ConfigUpdate, GetLicenseRequest, GetRequest, Held, ListClientsRequest, ListRequest, Scope, WatchRequest,
     WatchStart, scope, watch_request,
 };
-use stunner_gateway_operator::cds::{ServerSettings, Version};
+use stunner_gateway_cds::{ServerSettings, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -350,6 +350,9 @@ async fn acks_and_nacks_show_in_list_clients_rest_and_metrics() {
         (cc.version_sent.as_str(), cc.version_acked.as_str(), cc.version_rejected.as_str(), cc.error.as_str()),
         (v2.as_str(), v1.as_str(), v2.as_str(), "listener udp: port in use")
     );
+    for at in [&cc.sent_at, &cc.acked_at, &cc.rejected_at] {
+        assert!(at.ends_with('Z') && at.contains('T') && *at >= row.connected_since, "{at}");
+    }
 
     // The same row on REST, in the proto JSON mapping.
     let (_, body) = http_get(&s, "/api/v1/clients").await;
@@ -364,6 +367,8 @@ async fn acks_and_nacks_show_in_list_clients_rest_and_metrics() {
     assert_eq!(r["configs"][0]["versionAcked"], v1.as_str());
     assert_eq!(r["configs"][0]["versionRejected"], v2.as_str());
     assert_eq!(r["configs"][0]["error"], "listener udp: port in use");
+    assert_eq!(r["configs"][0]["ackedAt"], cc.acked_at.as_str());
+    assert_eq!(r["configs"][0]["rejectedAt"], cc.rejected_at.as_str());
 
     let text = metrics_text(&s);
     for line in [
@@ -371,6 +376,9 @@ async fn acks_and_nacks_show_in_list_clients_rest_and_metrics() {
         "stunner_gateway_operator_cds_client_acks_total{result=\"rejected\"} 1",
         "stunner_gateway_operator_cds_clients{transport=\"grpc\"} 1",
         "stunner_gateway_operator_cds_pushes_total{transport=\"grpc\"} 2",
+        // Timed: only a2, stored while the client watched; it was rejected, not applied.
+        "stunner_gateway_operator_cds_push_time_seconds_count 1",
+        "stunner_gateway_operator_cds_ack_time_seconds_count 0",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
     }

@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::time::Duration;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::{NODE_ADDRESS_PLACEHOLDER, StunnerConfig};
-use stunner_gateway_operator::cds::ServerSettings;
+use stunner_gateway_cds::ServerSettings;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 

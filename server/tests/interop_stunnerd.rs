@@ -141,8 +141,13 @@ impl Stunnerd {
 
     /// [`Stunnerd::start`] with `env` set as well (a pod's `STUNNER_NODENAME`, say).
     async fn start_with_env(cds: &str, env: &[(&str, &str)]) -> Stunnerd {
+        Stunnerd::start_program(&interop_bin("stunnerd"), cds, env).await
+    }
+
+    /// [`Stunnerd::start_with_env`] with another build of stunnerd (`stunnerd-git`).
+    async fn start_program(program: &Path, cds: &str, env: &[(&str, &str)]) -> Stunnerd {
         wait_until_health_port_is_free().await;
-        let mut child = Command::new(interop_bin("stunnerd"))
+        let mut child = Command::new(program)
             .args(["-w", "--id", GATEWAY_ID, "-c", &format!("http://{cds}")])
             .env("STUNNER_ADDR", "127.0.0.1")
             .envs(env.iter().copied())
@@ -312,30 +317,42 @@ spec:
     s
 }
 
-const ROUTE: &str = "apiVersion: stunner.l7mp.io/v1
-kind: UDPRoute
+/// A route (`api`, `kind`) named `name` in `stunner` from the Gateway (its listener `section`,
+/// or every listener) to the StaticService `backend`.
+fn route_yaml(api: &str, kind: &str, name: &str, section: Option<&str>, backend: &str) -> String {
+    let section = section.map(|l| format!("\n      sectionName: {l}")).unwrap_or_default();
+    format!(
+        "apiVersion: {api}
+kind: {kind}
 metadata:
-  name: media-plane
+  name: {name}
   namespace: stunner
 spec:
   parentRefs:
-    - name: udp-gateway
+    - name: udp-gateway{section}
   rules:
     - backendRefs:
         - group: stunner.l7mp.io
           kind: StaticService
-          name: media-servers
-";
+          name: {backend}
+"
+    )
+}
 
-const STATIC_SERVICE: &str = "apiVersion: stunner.l7mp.io/v1
+/// A StaticService named `name` in `stunner` with the one prefix `prefix`.
+fn static_service_yaml(name: &str, prefix: &str) -> String {
+    format!(
+        "apiVersion: stunner.l7mp.io/v1
 kind: StaticService
 metadata:
-  name: media-servers
+  name: {name}
   namespace: stunner
 spec:
   prefixes:
-    - \"127.0.0.1/32\"
-";
+    - \"{prefix}\"
+"
+    )
+}
 
 fn indent(pem: &str) -> String {
     pem.lines().map(|l| format!("    {l}\n")).collect()
@@ -348,8 +365,9 @@ fn manifests(name: &str, auth: &Auth, listeners: &[(&str, &str, u16)], cert: Opt
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("gatewayclass.yaml"), gatewayclass_yaml(auth)).unwrap();
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml(listeners)).unwrap();
-    std::fs::write(dir.join("route.yaml"), ROUTE).unwrap();
-    std::fs::write(dir.join("staticservice.yaml"), STATIC_SERVICE).unwrap();
+    let route = route_yaml("stunner.l7mp.io/v1", "UDPRoute", "media-plane", None, "media-servers");
+    std::fs::write(dir.join("route.yaml"), route).unwrap();
+    std::fs::write(dir.join("staticservice.yaml"), static_service_yaml("media-servers", "127.0.0.1/32")).unwrap();
     if let Some((crt, key)) = cert {
         let secret = format!(
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls-secret\n  namespace: stunner\n\
@@ -389,11 +407,21 @@ struct Verdict {
     #[serde(default)]
     relay: String,
     received: usize,
+    /// turntcpprobe's figures, in milliseconds: the Allocate, CreatePermission + Connect +
+    /// ConnectionBind, and each message's round trip through the relay.
+    #[serde(default)]
+    allocate_ms: f64,
+    #[serde(default)]
+    connect_ms: f64,
+    #[serde(default)]
+    rtt_ms: Vec<f64>,
 }
 
 /// How to reach a listener, and with which credentials.
 #[derive(Clone)]
 struct Probe {
+    /// `turnprobe` (UDP peers) or `turntcpprobe` (RFC 6062 TCP allocations to TCP peers).
+    program: &'static str,
     transport: &'static str,
     host: &'static str,
     port: u16,
@@ -403,7 +431,11 @@ struct Probe {
 
 impl Probe {
     fn new(transport: &'static str, port: u16) -> Probe {
-        Probe { transport, host: "127.0.0.1", port, creds: vec![], extra: vec![] }
+        Probe { program: "turnprobe", transport, host: "127.0.0.1", port, creds: vec![], extra: vec![] }
+    }
+    /// An RFC 6062 TCP allocation through the TURN-TCP listener on `port`, to a TCP peer.
+    fn tcp_allocation(port: u16) -> Probe {
+        Probe { program: "turntcpprobe", ..Probe::new("tcp", port) }
     }
     fn host(mut self, host: &'static str) -> Probe {
         self.host = host;
@@ -424,7 +456,7 @@ impl Probe {
 
     /// One run of turnprobe against `peer`.
     async fn run(&self, peer: SocketAddr) -> Verdict {
-        let out = Command::new(interop_bin("turnprobe"))
+        let out = Command::new(interop_bin(self.program))
             .args(["--server", &format!("{}:{}", self.host, self.port), "--transport", self.transport])
             .args(["--peer", &peer.to_string(), "--count", "5", "--timeout", "20s"])
             .args(&self.creds)
@@ -434,7 +466,8 @@ impl Probe {
         let out = tokio::time::timeout(Duration::from_secs(40), out).await.expect("turnprobe ends").unwrap();
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
-                "turnprobe printed no verdict ({e}): {}\n{}",
+                "{} printed no verdict ({e}): {}\n{}",
+                self.program,
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             )
@@ -471,7 +504,8 @@ impl Probe {
     }
 
     /// Refused by the server at `stage` (an error response, not a timeout): `ALLOCATE` for
-    /// bad credentials, `PERMISSION` for a peer that no route of the listener allows.
+    /// bad credentials, `PERMISSION` for a peer that no route of the listener allows, `PEER`
+    /// for a TCP peer that no `protocol: TCP` cluster of the listener allows.
     async fn refused(&self, what: &str, sd: &Stunnerd, peer: SocketAddr, stage: &str) -> Verdict {
         self.until(what, sd, peer, |v| !v.ok && v.stage == stage && v.error.contains("error response")).await
     }
@@ -482,6 +516,8 @@ impl Probe {
 /// `permission denied on listener ...: no route to endpoint`).
 const ALLOCATE: &str = "allocate";
 const PERMISSION: &str = "permission";
+/// Where turntcpprobe stops when stunnerd refuses the Connect (RFC 6062) to a TCP peer.
+const PEER: &str = "peer";
 
 // ---------------------------------------------------------------------------------------
 // Tests
@@ -887,6 +923,151 @@ async fn stunnerd_relays_from_its_nodes_address_with_relay_address_discovery() {
         .relays("relayed from the node's address", &sd, backend)
         .await;
     assert!(v.relay.starts_with("127.0.0.2:"), "relayed from {}", v.relay);
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// TCP clusters (RFC 6062), with stunnerd from the head of l7mp/stunner
+
+/// stunnerd built from the HEAD of `STUNNER_GIT` (a git directory of a clone of
+/// github.com/l7mp/stunner) by tests/interop/build.sh, for what the pinned v1.2.1 lacks: TCP
+/// clusters (l7mp/stunner#232). With `STUNNER_GIT` unset the test is skipped with a notice (a
+/// failure with `STUNNER_REQUIRE_GIT` set); set, the binary must be of that HEAD.
+fn stunnerd_git() -> Option<PathBuf> {
+    let Some(git) = std::env::var_os("STUNNER_GIT").filter(|v| !v.is_empty()) else {
+        external::unavailable(
+            "STUNNER_GIT is not set (a git directory of a clone of github.com/l7mp/stunner with TCP clusters; \
+             tests/interop/build.sh builds its HEAD into bin/stunnerd-git)",
+            "STUNNER_REQUIRE_GIT",
+        );
+        return None;
+    };
+    let head = std::process::Command::new("git").arg("--git-dir").arg(&git).args(["rev-parse", "HEAD"]).output();
+    let head = head.expect("git runs");
+    assert!(head.status.success(), "STUNNER_GIT={git:?} is not a git directory");
+    let built = std::fs::read_to_string(interop_bin("stunnerd-git.commit")).unwrap_or_default();
+    assert_eq!(
+        built.trim(),
+        String::from_utf8_lossy(&head.stdout).trim(),
+        "bin/stunnerd-git is not of STUNNER_GIT's HEAD: run tests/interop/build.sh with STUNNER_GIT set"
+    );
+    Some(interop_bin("stunnerd-git"))
+}
+
+/// TCP echo servers, one on each of `ips` and all on one port (which is returned): the backend
+/// a TCPRoute names, and peers that no route names, listening so that a refusal can only come
+/// from stunnerd.
+async fn tcp_echo_backends(ips: &[&str]) -> u16 {
+    let mut port = 0;
+    for ip in ips {
+        let listener = tokio::net::TcpListener::bind((*ip, port)).await.unwrap();
+        port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut rx, mut tx) = conn.into_split();
+                    let _ = tokio::io::copy(&mut rx, &mut tx).await;
+                });
+            }
+        });
+    }
+    port
+}
+
+/// A TCPRoute reaches a real dataplane as a TCP cluster: stunnerd from the head of l7mp/stunner
+/// (`STUNNER_GIT`) takes what we render over CDS, makes RFC 6062 TCP allocations on its TURN-TCP
+/// listener only while a `protocol: TCP` cluster is routed there, and connects them to the TCP
+/// peer the TCPRoute names (an echo comes back), never to a peer no route names (refused at
+/// CreatePermission) nor to one only a UDP cluster names (refused at Connect). Prints its
+/// figures (allocation time, connect time, echo round trips) with `--nocapture`.
+#[tokio::test]
+async fn stunnerd_at_stunner_git_head_relays_tcp_allocations_to_tcproute_backends() {
+    if !interop_built() || external::built(interop_bin("turntcpprobe"), "run tests/interop/build.sh").is_none() {
+        return;
+    }
+    let Some(stunnerd) = stunnerd_git() else { return };
+    let _one = STUNNERD.lock().await;
+    let tcp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("tcproute", &auth, &[("tcp-listener", "TCP", tcp)], None);
+    // A UDPRoute to 127.0.0.3 (a `protocol: UDP` cluster), and the TCPRoute's backend 127.0.0.1.
+    let udp_only = route_yaml("stunner.l7mp.io/v1", "UDPRoute", "udp-only", None, "udp-only");
+    std::fs::write(dir.join("route.yaml"), udp_only).unwrap();
+    let services =
+        [static_service_yaml("udp-only", "127.0.0.3/32"), static_service_yaml("tcp-backends", "127.0.0.1/32")];
+    std::fs::write(dir.join("staticservice.yaml"), services.join("---\n")).unwrap();
+    let port = tcp_echo_backends(&["127.0.0.1", "127.0.0.2", "127.0.0.3"]).await;
+    let peer = |ip: &str| -> SocketAddr { format!("{ip}:{port}").parse().unwrap() };
+    let (backend, unnamed, udp_only) = (peer("127.0.0.1"), peer("127.0.0.2"), peer("127.0.0.3"));
+
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start_program(&stunnerd, &daemon.addr, &[]).await;
+    sd.wait_ready().await;
+    let probe = Probe::tcp_allocation(tcp).user("user-1", "pass-1");
+
+    // Only a UDP cluster behind the listener: stunnerd refuses TCP allocations outright.
+    let no_tcp_cluster = probe.refused("a TCP allocation with no TCP cluster routed", &sd, backend, ALLOCATE).await;
+
+    // The TCPRoute, live: we render a `protocol: TCP` cluster on the listener's routes.
+    let tcp_route =
+        route_yaml("gateway.networking.k8s.io/v1", "TCPRoute", "tcp-backends", Some("tcp-listener"), "tcp-backends");
+    rewrite(&dir, "tcproute.yaml", &tcp_route);
+    let first = probe.relays("a TCP allocation to the TCPRoute's backend", &sd, backend).await;
+    let (code, body) = http_get(&daemon.addr, "/api/v1/configs/stunner/udp-gateway").await;
+    assert_eq!(code, 200, "{body}");
+    let config: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let cluster = config["clusters"].as_array().unwrap().iter().find(|c| c["name"] == "stunner/tcp-backends");
+    let cluster = cluster.unwrap_or_else(|| panic!("the TCPRoute's cluster in {config}"));
+    assert_eq!(cluster["protocol"], "TCP", "{cluster}");
+    assert_eq!(cluster["endpoints"], serde_json::json!(["127.0.0.1/32"]), "{cluster}");
+    let listener = &config["listeners"][0];
+    assert_eq!(listener["routes"], serde_json::json!(["stunner/udp-only", "stunner/tcp-backends"]), "{listener}");
+
+    let unnamed_refused = probe.refused("a peer no route names", &sd, unnamed, PERMISSION).await;
+    sd.wait_for_log("permission denied on listener \"stunner/udp-gateway/tcp-listener\"", 1).await;
+    let udp_only_refused = probe.refused("a TCP peer only a UDP cluster names", &sd, udp_only, PEER).await;
+
+    // Figures: a few more allocations, one process each (fresh TURN-TCP connection).
+    let mut runs = vec![first];
+    for _ in 0..4 {
+        runs.push(probe.relays("a TCP allocation to the TCPRoute's backend", &sd, backend).await);
+    }
+    for v in &runs {
+        assert_eq!(v.received, 5, "{v:?}");
+        assert!(v.relay.starts_with("127.0.0.1:"), "relay address is $STUNNER_ADDR: {v:?}");
+    }
+    let rtts: Vec<f64> = runs.iter().flat_map(|v| v.rtt_ms.iter().copied()).collect();
+    let median = |mut xs: Vec<f64>| {
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    println!(
+        "stunnerd-git TCP allocations: {} runs; allocate median {:.2} ms (max {:.2}); permission+connect+bind \
+         median {:.2} ms (max {:.2}); echo round trip median {:.3} ms (max {:.3}, {} messages)",
+        runs.len(),
+        median(runs.iter().map(|v| v.allocate_ms).collect()),
+        runs.iter().map(|v| v.allocate_ms).fold(0.0, f64::max),
+        median(runs.iter().map(|v| v.connect_ms).collect()),
+        runs.iter().map(|v| v.connect_ms).fold(0.0, f64::max),
+        median(rtts.clone()),
+        rtts.iter().copied().fold(0.0, f64::max),
+        rtts.len(),
+    );
+    println!("refused, a TCP allocation with no TCP cluster routed: {}", no_tcp_cluster.error);
+    println!("refused, a peer no route names ({unnamed}): {}", unnamed_refused.error);
+    println!("refused, a TCP peer only a UDP cluster names ({udp_only}): {}", udp_only_refused.error);
+
+    // The TCPRoute removed, live: no TCP cluster, no TCP allocation.
+    std::fs::remove_file(dir.join("tcproute.yaml")).unwrap();
+    probe.refused("a TCP allocation after the TCPRoute is gone", &sd, backend, ALLOCATE).await;
+
+    // One stunnerd process throughout, and every config we sent was taken (this stunnerd logs
+    // in lower case, where v1.2.1 says "Starting" and "Could not").
+    sd.assert_running();
+    assert_eq!(count(&sd.log, "starting stunnerd"), 1, "{}", tail(&sd.log));
+    assert_eq!(count(&sd.log, "could not reconcile"), 0, "{}", tail(&sd.log));
     sd.stop().await;
     daemon.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();

@@ -47,6 +47,11 @@ pub struct ClientConfigState {
     pub version_rejected: String,
     /// Why `version_rejected` was rejected.
     pub error: String,
+    /// When `version_sent` was sent, `version_acked` acknowledged and `version_rejected`
+    /// rejected: RFC 3339, UTC; empty when never.
+    pub sent_at: String,
+    pub acked_at: String,
+    pub rejected_at: String,
 }
 
 impl Default for ClientConfigState {
@@ -57,6 +62,9 @@ impl Default for ClientConfigState {
             version_acked: String::new(),
             version_rejected: String::new(),
             error: String::new(),
+            sent_at: String::new(),
+            acked_at: String::new(),
+            rejected_at: String::new(),
         }
     }
 }
@@ -93,6 +101,9 @@ impl From<proto::ClientConfig> for ClientConfigState {
             version_acked: c.version_acked,
             version_rejected: c.version_rejected,
             error: c.error,
+            sent_at: c.sent_at,
+            acked_at: c.acked_at,
+            rejected_at: c.rejected_at,
         }
     }
 }
@@ -144,6 +155,9 @@ mod tests {
                             version_acked: "00000000000000aa".into(),
                             version_rejected: "00000000000000bb".into(),
                             error: "bad listener".into(),
+                            sent_at: "2026-11-29T22:00:02Z".into(),
+                            acked_at: "2026-11-29T22:00:01Z".into(),
+                            rejected_at: "2026-11-29T22:00:03Z".into(),
                         },
                         proto::ClientConfig { id: None, ..Default::default() },
                     ],
@@ -156,8 +170,10 @@ mod tests {
             r#"{"transport":"grpc","remoteAddress":"127.0.0.1:5","node":"n1","scope":"ns/gw","clientName":"pod-1","#,
             r#""identity":"pod:ns/pod-1","connectedSince":"2026-11-29T22:00:00Z","configs":["#,
             r#"{"id":{"namespace":"ns","name":"gw"},"versionSent":"00000000000000bb","#,
-            r#""versionAcked":"00000000000000aa","versionRejected":"00000000000000bb","error":"bad listener"},"#,
-            r#"{"id":{"namespace":"","name":""},"versionSent":"","versionAcked":"","versionRejected":"","error":""}]},"#,
+            r#""versionAcked":"00000000000000aa","versionRejected":"00000000000000bb","error":"bad listener","#,
+            r#""sentAt":"2026-11-29T22:00:02Z","ackedAt":"2026-11-29T22:00:01Z","rejectedAt":"2026-11-29T22:00:03Z"},"#,
+            r#"{"id":{"namespace":"","name":""},"versionSent":"","versionAcked":"","versionRejected":"","error":"","#,
+            r#""sentAt":"","ackedAt":"","rejectedAt":""}]},"#,
             r#"{"transport":"websocket","remoteAddress":"","node":"","scope":"*","clientName":"","#,
             r#""identity":"","connectedSince":"","configs":[]}"#,
             r#"]}"#,

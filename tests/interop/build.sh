@@ -3,12 +3,18 @@
 #   cdswatch   - our own CDS watcher on top of the upstream CDS client (cmd/cdswatch)
 #   cdsserver  - our own stdin driver for the upstream CDS server (cmd/cdsserver)
 #   turnprobe  - our own TURN allocate-and-relay probe with a JSON verdict (cmd/turnprobe)
+#   turntcpprobe - our own RFC 6062 TCP allocation probe with a JSON verdict (cmd/turntcpprobe)
 #   stunnerd   - upstream dataplane daemon   (github.com/l7mp/stunner/cmd/stunnerd)
 #   turncat    - upstream TURN client        (github.com/l7mp/stunner/cmd/turncat)
 #   stunnerctl - upstream CLI                (github.com/l7mp/stunner/cmd/stunnerctl)
 # Upstream code comes from the Go module proxy at the version pinned in go.mod.
+# With STUNNER_GIT set (a git directory of a clone of github.com/l7mp/stunner), also:
+#   stunnerd-git - upstream's dataplane daemon at that clone's HEAD, for what the pinned release
+#                  lacks (TCP clusters, l7mp/stunner#232); its HEAD is exported into upstream/
+#                  (gitignored) and built with its own go.mod. Unset: skipped with a notice.
 # Idempotent: a binary is rebuilt only when older than go.mod, go.sum, this
-# script or (for our own commands under cmd/) their sources. Needs only `go` and the module proxy.
+# script or (for our own commands under cmd/) their sources and the shared ones under internal/.
+# Needs only `go` and the module proxy.
 # Usage: build.sh [--force]
 set -euo pipefail
 
@@ -37,11 +43,12 @@ declare -A pkgs=(
   [cdswatch]=./cmd/cdswatch
   [cdsserver]=./cmd/cdsserver
   [turnprobe]=./cmd/turnprobe
+  [turntcpprobe]=./cmd/turntcpprobe
   [stunnerd]=github.com/l7mp/stunner/cmd/stunnerd
   [turncat]=github.com/l7mp/stunner/cmd/turncat
   [stunnerctl]=github.com/l7mp/stunner/cmd/stunnerctl
 )
-order=(cdswatch cdsserver turnprobe stunnerd turncat stunnerctl)
+order=(cdswatch cdsserver turnprobe turntcpprobe stunnerd turncat stunnerctl)
 
 # Is bin/$1 up to date w.r.t. its inputs?
 fresh() {
@@ -50,7 +57,7 @@ fresh() {
   local inputs=(go.mod go.sum build.sh)
   if [[ "${pkgs[$1]}" == ./* ]]; then
     while IFS= read -r -d '' f; do inputs+=("$f"); done \
-      < <(find "${pkgs[$1]}" -type f -name '*.go' -print0)
+      < <(find "${pkgs[$1]}" internal -type f -name '*.go' -print0)
   fi
   for f in "${inputs[@]}"; do
     [[ "$bin" -nt "$f" ]] || return 1
@@ -81,6 +88,34 @@ for name in "${order[@]}"; do
     failed=1
   fi
 done
+
+# stunnerd at the HEAD of STUNNER_GIT: rebuilt when HEAD moves (bin/stunnerd-git.commit says
+# which commit the binary is), or when this script changes.
+if [[ -z "${STUNNER_GIT:-}" ]]; then
+  summary+=("  stunnerd-git: skipped (STUNNER_GIT is not set)")
+elif ! head="$(git --git-dir="$STUNNER_GIT" rev-parse HEAD)"; then
+  summary+=("  stunnerd-git: FAILED (STUNNER_GIT=$STUNNER_GIT is not a git directory)")
+  failed=1
+elif [[ $force -eq 0 && -x bin/stunnerd-git && bin/stunnerd-git -nt build.sh
+        && "$(cat bin/stunnerd-git.commit 2>/dev/null)" == "$head" ]]; then
+  summary+=("  stunnerd-git: up to date (${head:0:12})")
+else
+  t0=$SECONDS
+  rm -rf upstream
+  mkdir -p upstream
+  git --git-dir="$STUNNER_GIT" archive "$head" | tar -x -C upstream
+  ldflags="-s -w -X main.version=git-${head:0:12} -X main.commitHash=${head:0:12} -X main.buildDate=n/a"
+  if (cd upstream && go build -mod=readonly -buildvcs=false -trimpath -ldflags "$ldflags" \
+        -o "$here/bin/stunnerd-git.tmp" ./cmd/stunnerd); then
+    mv -f bin/stunnerd-git.tmp bin/stunnerd-git
+    echo "$head" >bin/stunnerd-git.commit
+    summary+=("  stunnerd-git: built ${head:0:12} in $((SECONDS - t0))s")
+  else
+    rm -f bin/stunnerd-git.tmp bin/stunnerd-git.commit
+    summary+=("  stunnerd-git: BUILD FAILED (${head:0:12})")
+    failed=1
+  fi
+fi
 
 echo "interop harness (github.com/l7mp/stunner ${pin}) -> $here/bin ($((SECONDS - start))s)"
 printf '%s\n' "${summary[@]}"

@@ -7,13 +7,13 @@
 use super::answer::{self, Answer, Body, Context};
 use super::metrics::{self, AuthMetrics};
 use super::params::{self, Endpoint};
-use crate::cds::{ConfigStore, Scope};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use std::time::SystemTime;
+use stunner_gateway_cds::{ConfigStore, Scope};
 
 /// The longest query answered (a 414 past it): every parameter of a real request fits many
 /// times over.

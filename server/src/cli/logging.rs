@@ -47,8 +47,8 @@ mod tests {
             tracing::trace!(target: "h2::codec::framed_read", "h2 trace");
             tracing::debug!(target: "hyper::proto::h1::conn", "hyper debug");
             tracing::debug!(target: "hyper_util::client::legacy::pool", "hyper_util debug");
-            tracing::debug!(target: "stunner_gateway_operator::cds", "ours debug");
-            tracing::trace!(target: "stunner_gateway_operator::cds", "ours trace");
+            tracing::debug!(target: "stunner_gateway_cds", "ours debug");
+            tracing::trace!(target: "stunner_gateway_cds", "ours trace");
             tracing::info!(target: "hyper::server", "hyper info");
         });
         capture.text()

@@ -26,6 +26,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 use stunner_gateway::render::DataplaneMode;
+use stunner_gateway_cds::authz;
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "stunner-gateway-operator", version, about = "The STUNner Kubernetes gateway operator")]
@@ -139,8 +140,8 @@ pub struct Args {
     /// Who may read which configs: `none` (anyone who reaches the port, as upstream) or `pod`
     /// (a config only to its Gateway's running dataplane pods, lists only to loopback and the
     /// operator's pods; cluster mode only). docs/deploy.md, "CDS authorization".
-    #[arg(long, value_enum, default_value_t = crate::cds::authz::Mode::None)]
-    pub cds_authorization: crate::cds::authz::Mode,
+    #[arg(long, value_enum, default_value_t = CdsAuthorization::None)]
+    pub cds_authorization: CdsAuthorization,
 
     /// With `--cds-authorization=pod`: a client that sends `Authorization: Bearer <token>` (a
     /// Kubernetes token) is let in when a TokenReview accepts the token and a
@@ -267,6 +268,25 @@ impl Args {
         match &self.label_filter {
             None => stunner_gateway::render::DEFAULT_LABEL_FILTER.iter().map(|s| s.to_string()).collect(),
             Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        }
+    }
+}
+
+/// The values of `--cds-authorization`, one per [`authz::Mode`]: the CDS crate knows no flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum CdsAuthorization {
+    /// Anyone who reaches the port reads every config (upstream's behaviour).
+    #[default]
+    None,
+    /// A config only to its Gateway's dataplane pods; lists only to loopback and the operator.
+    Pod,
+}
+
+impl From<CdsAuthorization> for authz::Mode {
+    fn from(flag: CdsAuthorization) -> Self {
+        match flag {
+            CdsAuthorization::None => authz::Mode::None,
+            CdsAuthorization::Pod => authz::Mode::Pod,
         }
     }
 }

@@ -14,9 +14,11 @@ pub struct Histogram {
 }
 
 /// The histograms the console charts: metric name and what it measures.
-pub const CHARTS: [(&str, &str); 2] = [
+pub const CHARTS: [(&str, &str); 4] = [
     ("stunner_gateway_operator_render_time_seconds", "Render time"),
     ("stunner_gateway_operator_update_time_seconds", "Update (write) time"),
+    ("stunner_gateway_operator_cds_push_time_seconds", "Push time (store to send)"),
+    ("stunner_gateway_operator_cds_ack_time_seconds", "Ack time (store to applied)"),
 ];
 
 /// The registry's text exposition.
@@ -110,7 +112,8 @@ fn summary(h: &Histogram) -> String {
     }
     let mean = h.sum / h.count as f64;
     let p = |q| h.quantile_bound(q).map_or_else(|| "?".into(), bound);
-    format!(" — {} observations, mean {:.4} s, p50 ≤ {} s, p99 ≤ {} s", h.count, mean, p(0.5), p(0.99))
+    let plural = if h.count == 1 { "" } else { "s" };
+    format!(" — {} observation{plural}, mean {:.4} s, p50 ≤ {} s, p99 ≤ {} s", h.count, mean, p(0.5), p(0.99))
 }
 
 fn bound(le: f64) -> String {

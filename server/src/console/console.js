@@ -1,5 +1,6 @@
 // Live updates: follow /ui/events and, on each change, fetch this page again and swap in
-// its <main>. The page reads the same without this script.
+// its <main>; between changes, keep every "how long ago" (<time class="age">) current. The
+// page reads the same without this script.
 "use strict";
 (function () {
   const badge = document.getElementById("live");
@@ -29,6 +30,25 @@
       if (again) { again = false; refresh(); }
     }
   }
+
+  // As the server words it (pages.rs, `ago`): the largest whole unit.
+  function ago(datetime) {
+    const then = Date.parse(datetime);
+    if (Number.isNaN(then)) return null;
+    const s = Math.max(0, Math.floor((Date.now() - then) / 1000));
+    if (s < 60) return s + "s ago";
+    if (s < 3600) return Math.floor(s / 60) + "m ago";
+    if (s < 86400) return Math.floor(s / 3600) + "h ago";
+    return Math.floor(s / 86400) + "d ago";
+  }
+
+  function tick() {
+    for (const time of document.querySelectorAll("time.age[datetime]")) {
+      const text = ago(time.getAttribute("datetime"));
+      if (text !== null && time.textContent !== text) time.textContent = text;
+    }
+  }
+  setInterval(tick, 1000);
 
   const events = new EventSource("/ui/events");
   events.addEventListener("open", () => mark("live"));

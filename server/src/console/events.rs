@@ -9,8 +9,6 @@
 //! each holds a connection and reads the whole state on every wake-up.
 
 use super::Shared;
-use crate::cds::api::Caller;
-use crate::cds::store::Scope;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -19,6 +17,8 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
+use stunner_gateway_cds::api::Caller;
+use stunner_gateway_cds::store::Scope;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Most event streams open at once.
@@ -41,7 +41,10 @@ pub(super) async fn serve(State(shared): State<Arc<Shared>>, req: Request) -> Re
         return refused;
     }
     let Ok(permit) = shared.streams.0.clone().try_acquire_owned() else {
-        return crate::cds::api::text_error(StatusCode::SERVICE_UNAVAILABLE, "too many console event streams open");
+        return stunner_gateway_cds::api::text_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many console event streams open",
+        );
     };
     let follower = Follower {
         configs: shared.cds.store.subscribe_changes(),

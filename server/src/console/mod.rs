@@ -15,9 +15,6 @@ pub mod mask;
 pub mod pages;
 pub mod view;
 
-use crate::cds::api::{self, Caller, CdsState};
-use crate::cds::serve::ExtraRoutes;
-use crate::cds::store::Scope;
 use crate::status::StatusBoard;
 use axum::Router;
 use axum::extract::{Path, Request, State};
@@ -27,6 +24,9 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
+use stunner_gateway_cds::api::{self, Caller, CdsState};
+use stunner_gateway_cds::serve::ExtraRoutes;
+use stunner_gateway_cds::store::Scope;
 
 /// What the console reads beyond the CDS's own state.
 pub struct Console {

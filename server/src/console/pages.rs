@@ -246,28 +246,41 @@ fn dataplanes<'a>(h: &mut Html, dataplanes: impl Iterator<Item = Dataplane<'a>>,
         h.open("tr", &[]).element("td", &[], or_dash(&client.client_name));
         h.element("td", &[], &client.transport).element("td", &[], or_dash(&client.remote_address));
         h.element("td", &[], or_dash(&client.node)).element("td", &[], &client.identity);
-        h.element("td", &[("title", &client.connected_since)], &ago(&client.connected_since));
-        version_cell(h, "sent", &config.version_sent, current);
-        version_cell(h, "acked", &config.version_acked, current);
-        let rejected = if config.version_rejected.is_empty() {
-            "—".to_string()
-        } else {
-            format!("{}: {}", config.version_rejected, config.error)
+        h.open("td", &[]);
+        age(h, &client.connected_since).close("td");
+        let state = |version: &str| match version {
+            "" => "none",
+            v if Some(v) == current => "current",
+            _ => "stale",
         };
-        h.element("td", &[("class", "rejected")], &rejected).close("tr");
+        h.open("td", &[("class", "sent"), ("data-state", state(&config.version_sent))]);
+        stamped_version(h, &config.version_sent, &config.sent_at).close("td");
+        h.open("td", &[("class", "acked"), ("data-state", state(&config.version_acked))]);
+        stamped_version(h, &config.version_acked, &config.acked_at).close("td");
+        h.open("td", &[("class", "rejected")]);
+        if !config.version_rejected.is_empty() {
+            stamped_version(h, &config.version_rejected, &config.rejected_at).text(": ").text(&config.error);
+        }
+        h.close("td").close("tr");
     }
     h.close("tbody").close("table");
 }
 
-fn version_cell(h: &mut Html, class: &'static str, version: &str, current: Option<&str>) {
-    let state = if version.is_empty() {
-        "none"
-    } else if Some(version) == current {
-        "current"
-    } else {
-        "stale"
-    };
-    h.element("td", &[("class", class), ("data-state", state)], or_dash(version));
+/// A version and, beneath it, how long ago (the time itself on hover); a dash for none.
+fn stamped_version<'h>(h: &'h mut Html, version: &str, at: &str) -> &'h mut Html {
+    if version.is_empty() {
+        return h.text("—");
+    }
+    h.element("span", &[("class", "version")], version);
+    if !at.is_empty() {
+        age(h, at);
+    }
+    h
+}
+
+/// How long ago `at` (RFC 3339) was, as a `<time>` the script keeps current between updates.
+fn age<'h>(h: &'h mut Html, at: &str) -> &'h mut Html {
+    h.element("time", &[("class", "age"), ("datetime", at), ("title", at)], &ago(at))
 }
 
 /// `/ui/clients`: every watch client and what it holds.
@@ -284,7 +297,8 @@ pub fn clients(clients: &proto::ListClientsResponse) -> String {
         h.open("tr", &[]).element("td", &[], or_dash(&c.client_name)).element("td", &[], &c.transport);
         h.element("td", &[], or_dash(&c.remote_address)).element("td", &[], or_dash(&c.node));
         h.element("td", &[], &c.identity).element("td", &[], &c.scope);
-        h.element("td", &[("title", &c.connected_since)], &ago(&c.connected_since));
+        h.open("td", &[]);
+        age(&mut h, &c.connected_since).close("td");
         h.open("td", &[]).open("ul", &[]);
         for config in &c.configs {
             let id = config.id.as_ref().map(|id| format!("{}/{}", id.namespace, id.name)).unwrap_or_default();
@@ -301,7 +315,7 @@ fn or_dash(s: &str) -> &str {
     if s.is_empty() { "—" } else { s }
 }
 
-/// How long ago an RFC 3339 time was, in the largest whole unit.
+/// How long ago an RFC 3339 time was, in the largest whole unit (as console.js says it).
 fn ago(rfc3339: &str) -> String {
     let Ok(then) = rfc3339.parse::<k8s_openapi::jiff::Timestamp>() else { return rfc3339.to_string() };
     let seconds = (k8s_openapi::jiff::Timestamp::now().as_second() - then.as_second()).max(0);
@@ -323,6 +337,48 @@ mod tests {
         let earlier = now.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(125)).unwrap();
         assert_eq!(ago(&earlier.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()), "2m ago");
         assert_eq!(ago("not a time"), "not a time");
+    }
+
+    #[test]
+    fn a_dataplane_shows_its_versions_and_how_long_ago() {
+        let store = stunner_gateway_cds::ConfigStore::new(Default::default());
+        store.upsert(stunner_gateway::config::StunnerConfig::zero("ns/gw"));
+        let id = ConfigId::new("ns", "gw");
+        let current = store.get(&id).unwrap();
+        let v = current.version.to_string();
+        let earlier = k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(3 * 60);
+        let earlier = earlier.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let state = State {
+            configs: vec![current],
+            statuses: Default::default(),
+            clients: proto::ListClientsResponse {
+                clients: vec![proto::Client {
+                    client_name: "dp-1".into(),
+                    configs: vec![proto::ClientConfig {
+                        id: Some(proto::ConfigId { namespace: "ns".into(), name: "gw".into() }),
+                        version_sent: v.clone(),
+                        sent_at: earlier.clone(),
+                        version_acked: "00000000000000aa".into(),
+                        acked_at: earlier.clone(),
+                        version_rejected: v.clone(),
+                        rejected_at: earlier.clone(),
+                        error: "port <in> use".into(),
+                    }],
+                    ..Default::default()
+                }],
+            },
+        };
+        let page = gateway(&state, &id, false).unwrap();
+        let age = format!("<time class=\"age\" datetime=\"{earlier}\" title=\"{earlier}\">3m ago</time>");
+        for cell in [
+            format!("<td class=\"sent\" data-state=\"current\"><span class=\"version\">{v}</span>{age}</td>"),
+            format!(
+                "<td class=\"acked\" data-state=\"stale\"><span class=\"version\">00000000000000aa</span>{age}</td>"
+            ),
+            format!("<td class=\"rejected\"><span class=\"version\">{v}</span>{age}: port &lt;in&gt; use</td>"),
+        ] {
+            assert!(page.contains(&cell), "no {cell} in\n{page}");
+        }
     }
 
     #[test]

@@ -2,11 +2,11 @@
 //! versions), the status board (conditions) and the client table (who holds which version).
 //! Pure functions of one reading of each, so a page is consistent within itself.
 
-use crate::cds::Snapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus, StatusList};
 use stunner_gateway::proto;
+use stunner_gateway_cds::Snapshot;
 
 /// One reading of the operator's state.
 pub struct State {
@@ -182,7 +182,7 @@ mod tests {
     fn snapshot(id: &str) -> Arc<Snapshot> {
         let mut config = stunner_gateway::config::StunnerConfig::default();
         config.admin.name = id.into();
-        let store = crate::cds::ConfigStore::new(Default::default());
+        let store = stunner_gateway_cds::ConfigStore::new(Default::default());
         store.upsert(config);
         store.get(&ConfigId::parse(id).unwrap()).unwrap()
     }

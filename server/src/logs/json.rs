@@ -169,7 +169,7 @@ mod tests {
     fn zap_keys_in_zaps_order_then_the_fields() {
         let out = lines(TimeEncoding::Rfc3339Nano, StacktraceLevel::Panic, || {
             let err = std::io::Error::other("no \"route\"\nhere");
-            tracing::info!(target: "stunner_gateway_operator::cds", address = %"127.0.0.1:13478", clients = 3_u64, ready = true, "serving config discovery");
+            tracing::info!(target: "stunner_gateway_cds", address = %"127.0.0.1:13478", clients = 3_u64, ready = true, "serving config discovery");
             tracing::error!(error = %err, delta = -1_i64, ratio = 0.5, inf = f64::INFINITY, "cannot apply");
             tracing::warn!(target: "h2", "no fields");
         });
@@ -184,7 +184,7 @@ mod tests {
         }
         let first: Value = serde_json::from_str(&out[0]).unwrap();
         assert_eq!(first["level"], "info");
-        assert_eq!(first["logger"], "stunner_gateway_operator::cds");
+        assert_eq!(first["logger"], "stunner_gateway_cds");
         assert_eq!(first["msg"], "serving config discovery");
         assert_eq!(first["address"], "127.0.0.1:13478");
         assert_eq!(first["clients"], 3);

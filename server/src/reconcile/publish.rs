@@ -6,7 +6,6 @@
 
 use super::Reconciler;
 use super::service_wait::{SERVICE_WAIT, ServiceWait};
-use crate::cluster::ops;
 use crate::pipeline::Outputs;
 use k8s_openapi::api::core::v1::ConfigMap;
 use stunner_gateway::cds::ConfigId;
@@ -14,6 +13,7 @@ use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderSink};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
+use stunner_gateway_k8s::ops;
 
 /// Where a render's results go.
 pub(super) struct Publisher<'a> {

@@ -6,13 +6,13 @@
 use super::Reconciler;
 use super::publish::Publisher;
 use super::settle::{Held, Settling};
-use crate::metrics::unix_now;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::time::Duration;
 use stunner_gateway::index::{Dirty, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSink, render_each};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
+use stunner_gateway_k8s::metrics::unix_now;
 
 /// Renders caused by the operator's own objects coming back, per window: they settle in one
 /// pass; the bound only guards against a render that never reaches a fixed point.

@@ -14,7 +14,6 @@
 //! brings, it would be written once without and once more with it. Held, it is written once
 //! (by the render the Service's return triggers), or as held when the wait runs out.
 
-use crate::cluster::live;
 use k8s_openapi::api::core::v1::Service;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +21,7 @@ use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, ObjectKey};
 use stunner_gateway::render::Owned;
 use stunner_gateway::resources::GatewayStatus;
+use stunner_gateway_k8s::live;
 use tokio::time::Instant;
 
 /// How long a config waits for its Gateway's Service at most (documented in

@@ -3,11 +3,6 @@
 
 use super::*;
 use crate::admin::Readiness;
-use crate::cds::CdsMetrics;
-use crate::cds::store::ConfigStore;
-use crate::cds::version::Version;
-use crate::cluster::nodes::NodeFeed;
-use crate::cluster::writer::Writer;
 use crate::metrics::OperatorMetrics;
 use crate::pipeline::ConfigSink;
 use std::path::Path;
@@ -17,6 +12,11 @@ use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Kind, ObjRef, ObjectKey, Resource};
 use stunner_gateway::manifest;
 use stunner_gateway::render::Owned;
+use stunner_gateway_cds::CdsMetrics;
+use stunner_gateway_cds::store::ConfigStore;
+use stunner_gateway_cds::version::Version;
+use stunner_gateway_k8s::nodes::NodeFeed;
+use stunner_gateway_k8s::writer::Writer;
 
 mod publication;
 
@@ -101,7 +101,7 @@ impl Loop {
     /// Cluster mode: owned objects are queued for a writer (never run here), and come
     /// back only when the test sends them, as the watchers would.
     fn start_in_cluster() -> Loop {
-        Self::start_with(Some(Writer::new(OperatorMetrics::default())))
+        Self::start_with(Some(Writer::new(Default::default())))
     }
 
     fn start_with(writer: Option<Writer>) -> Loop {

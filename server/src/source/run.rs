@@ -328,8 +328,6 @@ fn problems(report: &Rescan) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cds::{CdsMetrics, ConfigStore, Version};
-    use crate::cluster::nodes::NodeFeed;
     use crate::metrics::OperatorMetrics;
     use crate::pipeline::{ConfigSink, Outputs};
     use crate::reconcile::Reconciler;
@@ -338,6 +336,8 @@ mod tests {
     use stunner_gateway::cds::ConfigId;
     use stunner_gateway::config::StunnerConfig;
     use stunner_gateway::render::RenderSettings;
+    use stunner_gateway_cds::{CdsMetrics, ConfigStore, Version};
+    use stunner_gateway_k8s::nodes::NodeFeed;
     use watcher::Raw;
 
     /// The CDS store, counting the configs withdrawn.

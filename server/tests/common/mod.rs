@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use stunner_gateway::config::{ListenerConfig, StunnerConfig};
-use stunner_gateway_operator::cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
+use stunner_gateway_cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -106,6 +106,7 @@ mod tests {
                         version_acked: "00000000000000aa".into(),
                         version_rejected: "00000000000000bb".into(),
                         error: "bad".into(),
+                        ..Default::default()
                     }],
                 },
             ],

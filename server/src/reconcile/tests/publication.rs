@@ -127,7 +127,7 @@ async fn in_a_cluster_a_config_waits_for_the_service_it_asked_for() {
 /// with the address the Service brings; or as held, once the wait runs out.
 #[tokio::test(start_paused = true)]
 async fn in_a_cluster_a_gateway_status_waits_with_its_config() {
-    use crate::cluster::ops::{Scope, WriteKind};
+    use stunner_gateway_k8s::ops::{Scope, WriteKind};
     let l = Loop::start_in_cluster();
     let queued = |kind| {
         let targets = l.writer.as_ref().unwrap().take_queued();
@@ -154,8 +154,8 @@ async fn in_a_cluster_a_gateway_status_waits_with_its_config() {
 /// else (another resourceVersion), the next render writes it again.
 #[tokio::test(start_paused = true)]
 async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
-    use crate::cluster::ops::{FIELD_MANAGER, Scope, WriteKind};
-    use crate::cluster::owned_fields::applied_entry;
+    use stunner_gateway_k8s::ops::{FIELD_MANAGER, Scope, WriteKind};
+    use stunner_gateway_k8s::owned_fields::applied_entry;
     let l = Loop::start_in_cluster();
     let queued = || {
         let targets = l.writer.as_ref().unwrap().take_queued();
@@ -220,8 +220,14 @@ async fn a_gateway_in_a_namespace_with_a_slash_is_withdrawn_when_deleted() {
     l.send(Input::Changes(changes.collect())).await;
     l.send(Input::Synced).await;
     tokio::time::sleep(THROTTLE * 2).await;
-    let served =
-        || l.sink.store.list(&crate::cds::Scope::All).iter().map(|s| s.config.admin.name.clone()).collect::<Vec<_>>();
+    let served = || {
+        l.sink
+            .store
+            .list(&stunner_gateway_cds::Scope::All)
+            .iter()
+            .map(|s| s.config.admin.name.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(served(), ["a/b/udp-gateway"]);
     let gone = ObjRef::new(Kind::Gateway, ObjectKey::new("a/b", "udp-gateway"));
     l.send(Input::Changes(vec![Change::Delete(gone)])).await;

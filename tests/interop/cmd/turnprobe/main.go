@@ -36,9 +36,9 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"interop/internal/outcome"
 
 	"github.com/pion/logging"
 	"github.com/pion/turn/v5"
@@ -56,33 +56,12 @@ type verdict struct {
 	Received int    `json:"received"`
 }
 
-var (
-	outMu sync.Mutex
-	done  bool
-	// how far the main path got, for the watchdog's verdict
-	stage atomic.Value
-)
-
 func setStage(v *verdict, s string) {
 	v.Stage = s
-	stage.Store(s)
+	outcome.SetStage(s)
 }
 
-// report prints the verdict once (the watchdog and the main path may race) and exits.
-func report(v verdict) {
-	outMu.Lock()
-	if done {
-		outMu.Unlock()
-		select {} // the other path is exiting
-	}
-	done = true
-	b, _ := json.Marshal(v)
-	fmt.Println(string(b))
-	if v.OK {
-		os.Exit(0)
-	}
-	os.Exit(1)
-}
+func report(v verdict) { outcome.Report(v, v.OK) }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "selfsigned" {
@@ -128,11 +107,10 @@ func main() {
 		v.Username = username
 	}
 
-	stage.Store(v.Stage)
-	go func() {
-		time.Sleep(*timeout)
-		report(verdict{Stage: stage.Load().(string), Error: fmt.Sprintf("timed out after %s", *timeout)})
-	}()
+	outcome.SetStage(v.Stage)
+	outcome.Watchdog(*timeout, func(stage string) any {
+		return verdict{Stage: stage, Error: fmt.Sprintf("timed out after %s", *timeout)}
+	})
 
 	serverAddr, err := net.ResolveUDPAddr("udp4", *server)
 	if err != nil {

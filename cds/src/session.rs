@@ -125,7 +125,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<S> {
                 if let Err(end) = self.write(&frame).await {
                     return end;
                 }
-                self.client.sent(&update.snapshot.id, update.snapshot.version);
+                self.client.sent(&update.snapshot);
                 pushes.inc();
                 push_bytes.inc_by(update.frame().len() as u64);
             }
@@ -254,10 +254,10 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cds::clients::{ClientInfo, ClientTable};
-    use crate::cds::metrics::Transport;
-    use crate::cds::store::{ConfigStore, Scope};
-    use crate::cds::watch::Held;
+    use crate::clients::{ClientInfo, ClientTable};
+    use crate::metrics::Transport;
+    use crate::store::{ConfigStore, Scope};
+    use crate::watch::Held;
     use std::sync::Arc;
     use stunner_gateway::cds::ConfigId;
     use stunner_gateway::config::StunnerConfig;

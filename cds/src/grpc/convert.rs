@@ -4,9 +4,9 @@
 // tonic's `Status` is the natural error here, large as it is.
 #![allow(clippy::result_large_err)]
 
-use crate::cds::store::Scope;
-use crate::cds::version::Version;
-use crate::cds::watch::Held;
+use crate::store::Scope;
+use crate::version::Version;
+use crate::watch::Held;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::proto;
 use tonic::Status;

@@ -10,15 +10,16 @@
 //! [`stunner_gateway::cds::ClientList`]) and as the `clients` gauge.
 
 use super::metrics::{AckLabel, AckResult, CdsMetrics, Transport, TransportLabel};
-use super::store::{ConfigStore, Scope};
+use super::store::{ConfigStore, Scope, Snapshot};
 use super::version::Version;
+use jiff::Timestamp;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::proto;
 use tokio_util::sync::CancellationToken;
@@ -41,19 +42,39 @@ pub struct ClientInfo {
     pub identity: String,
 }
 
-/// The versions of one config id a client was sent and what it said about them.
+/// The versions of one config id a client was sent and what it said about them, each with
+/// when.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct ConfigState {
-    sent: Option<Version>,
-    acked: Option<Version>,
-    rejected: Option<Version>,
+    sent: Option<Stamped>,
+    acked: Option<Stamped>,
+    rejected: Option<Stamped>,
     error: String,
+    /// When the version last sent was stored, if that was while the client watched: only
+    /// such versions are timed (a client that connects is sent what may have been stored
+    /// hours ago).
+    sent_stored_at: Option<Instant>,
+}
+
+/// A version and when the client was sent it or answered about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Stamped {
+    version: Version,
+    at: Timestamp,
+}
+
+impl Stamped {
+    fn now(version: Version) -> Self {
+        Stamped { version, at: Timestamp::now() }
+    }
 }
 
 /// One connected client.
 pub struct Client {
     info: ClientInfo,
-    since: k8s_openapi::jiff::Timestamp,
+    since: Timestamp,
+    /// `since` on the monotonic clock, to compare with when a version was stored.
+    registered: Instant,
     configs: Configs,
     metrics: CdsMetrics,
 }
@@ -117,9 +138,22 @@ impl Configs {
 }
 
 impl Client {
-    /// Records that `version` of `id` went out to this client.
-    pub fn sent(&self, id: &ConfigId, version: Version) {
-        self.configs.update(id, true, |state| state.sent = Some(version));
+    /// Records that `snapshot` went out to this client, and how long after its store if it
+    /// was stored while the client watched. A version sent again (patched anew for a node
+    /// whose address changed) keeps its first send's time and is not timed twice.
+    pub fn sent(&self, snapshot: &Snapshot) {
+        let stored_while_watching = (snapshot.stored_at >= self.registered).then_some(snapshot.stored_at);
+        let first = self.configs.update(&snapshot.id, true, |state| {
+            let first = state.sent.is_none_or(|s| s.version != snapshot.version);
+            if first {
+                state.sent = Some(Stamped::now(snapshot.version));
+                state.sent_stored_at = stored_while_watching;
+            }
+            first
+        });
+        if let (Some(true), Some(stored_at)) = (first, stored_while_watching) {
+            self.metrics.push_time.observe(stored_at.elapsed());
+        }
     }
 
     /// Records an acknowledgement: `error` empty means applied, else rejected with that error.
@@ -127,13 +161,19 @@ impl Client {
     /// clears an earlier rejection; a rejection keeps the version last applied (it still runs).
     pub fn ack(&self, id: &ConfigId, version: Version, error: &str) -> bool {
         let result = self.configs.update(id, false, |state| {
+            let stamped = Some(Stamped::now(version));
             if error.is_empty() {
-                state.acked = Some(version);
+                if state.sent.is_some_and(|s| s.version == version)
+                    && let Some(stored_at) = state.sent_stored_at.take()
+                {
+                    self.metrics.ack_time.observe(stored_at.elapsed());
+                }
+                state.acked = stamped;
                 state.rejected = None;
                 state.error.clear();
                 AckResult::Applied
             } else {
-                state.rejected = Some(version);
+                state.rejected = stamped;
                 state.error = truncate(error).to_string();
                 AckResult::Rejected
             }
@@ -144,7 +184,8 @@ impl Client {
     }
 
     fn to_proto(&self) -> proto::Client {
-        let version = |v: Option<Version>| v.map(|v| v.to_string()).unwrap_or_default();
+        let version = |s: Option<Stamped>| s.map(|s| s.version.to_string()).unwrap_or_default();
+        let at = |s: Option<Stamped>| s.map(|s| rfc3339(s.at)).unwrap_or_default();
         let configs = self.configs.sent();
         proto::Client {
             transport: self.info.transport.as_str().into(),
@@ -153,7 +194,7 @@ impl Client {
             scope: scope_string(&self.info.scope),
             client_name: self.info.client_name.clone(),
             identity: self.info.identity.clone(),
-            connected_since: self.since.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            connected_since: rfc3339(self.since),
             configs: configs
                 .into_iter()
                 .map(|(id, s)| proto::ClientConfig {
@@ -162,10 +203,18 @@ impl Client {
                     version_acked: version(s.acked),
                     version_rejected: version(s.rejected),
                     error: s.error.clone(),
+                    sent_at: at(s.sent),
+                    acked_at: at(s.acked),
+                    rejected_at: at(s.rejected),
                 })
                 .collect(),
         }
     }
+}
+
+/// The client table's times: RFC 3339, UTC, whole seconds.
+fn rfc3339(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// `*`, `<namespace>` or `<namespace>/<name>`.
@@ -211,7 +260,8 @@ impl ClientTable {
         let client = Arc::new(Client {
             configs: Configs::for_scope(&info.scope),
             info,
-            since: k8s_openapi::jiff::Timestamp::now(),
+            since: Timestamp::now(),
+            registered: Instant::now(),
             metrics: self.metrics.clone(),
         });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -240,7 +290,8 @@ impl ClientTable {
                 let held = match client.info.transport {
                     Transport::Websocket => state.sent,
                     Transport::Grpc => state.acked,
-                };
+                }
+                .map(|s| s.version);
                 store.get(&id).is_some_and(|current| held != Some(current.version))
             });
             *stale.entry(client.info.transport).or_insert(0) += usize::from(behind);
@@ -351,30 +402,46 @@ mod tests {
     fn stale_clients_are_those_behind_the_store() {
         let store = ConfigStore::new(CdsMetrics::default());
         let mut config = stunner_gateway::config::StunnerConfig::zero("ns/a");
-        let v1 = store.upsert(config.clone()).unwrap();
+        store.upsert(config.clone()).unwrap();
         let id = ConfigId::new("ns", "a");
+        let v1 = store.get(&id).unwrap();
         let table = Arc::new(ClientTable::new(CdsMetrics::default()));
         let scope = Scope::Config(id.clone());
         let ws = table.register(ClientInfo { scope: scope.clone(), ..info(Transport::Websocket, 1) });
         let grpc = table.register(ClientInfo { scope, ..info(Transport::Grpc, 2) });
-        ws.sent(&id, v1);
-        grpc.sent(&id, v1);
+        ws.sent(&v1);
+        grpc.sent(&v1);
         let count = |t| table.stale(&store).get(&t).copied().unwrap_or(0);
         let before = table.digest();
         assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (0, 1), "gRPC: sent, not yet applied");
-        grpc.ack(&id, v1, "");
+        grpc.ack(&id, v1.version, "");
         assert_eq!(count(Transport::Grpc), 0);
         assert_ne!(table.digest(), before, "an acknowledgement changes the digest");
         assert_eq!(table.digest(), table.digest());
         config.auth.realm = "changed".into();
-        let v2 = store.upsert(config).unwrap();
+        store.upsert(config).unwrap();
+        let v2 = store.get(&id).unwrap();
         assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (1, 1), "both behind");
-        ws.sent(&id, v2);
-        grpc.sent(&id, v2);
-        grpc.ack(&id, v2, "listener udp: port in use");
+        ws.sent(&v2);
+        grpc.sent(&v2);
+        grpc.ack(&id, v2.version, "listener udp: port in use");
         assert_eq!((count(Transport::Websocket), count(Transport::Grpc)), (0, 1), "a rejection keeps it behind");
         store.delete(&id);
         assert_eq!(count(Transport::Grpc), 0, "a deleted config counts for no one");
+    }
+
+    /// Three versions of `ns/a`: the first stored now, the others by `later`.
+    fn versions(store: &ConfigStore) -> (Arc<Snapshot>, impl Fn(&str) -> Arc<Snapshot>) {
+        let id = ConfigId::new("ns", "a");
+        store.upsert(stunner_gateway::config::StunnerConfig::zero("ns/a")).unwrap();
+        let first = store.get(&id).unwrap();
+        let later = move |realm: &str| {
+            let mut config = stunner_gateway::config::StunnerConfig::zero("ns/a");
+            config.auth.realm = realm.into();
+            store.upsert(config).unwrap();
+            store.get(&id).unwrap()
+        };
+        (first, later)
     }
 
     #[test]
@@ -383,19 +450,21 @@ mod tests {
         for scope in [Scope::Namespace("ns".into()), Scope::Config(id.clone())] {
             let metrics = CdsMetrics::default();
             let table = Arc::new(ClientTable::new(metrics.clone()));
+            let store = ConfigStore::new(CdsMetrics::default());
+            let (v1, later) = versions(&store);
             let c = table.register(ClientInfo { scope: scope.clone(), ..info(Transport::Grpc, 1) });
-            let v1 = Version::parse("0000000000000001").unwrap();
-            let v2 = Version::parse("0000000000000002").unwrap();
-            assert!(!c.ack(&id, v1, ""), "never sent ({scope:?})");
+            assert!(!c.ack(&id, v1.version, ""), "never sent ({scope:?})");
             assert!(table.list().clients[0].configs.is_empty(), "nothing sent, no row ({scope:?})");
-            c.sent(&id, v1);
-            assert!(c.ack(&id, v1, ""));
-            assert!(!c.ack(&ConfigId::new("ns", "b"), v1, ""), "another id was never sent ({scope:?})");
-            c.sent(&id, v2);
-            assert!(c.ack(&id, v2, "bad listener"));
+            c.sent(&v1);
+            assert!(c.ack(&id, v1.version, ""));
+            assert!(!c.ack(&ConfigId::new("ns", "b"), v1.version, ""), "another id was never sent ({scope:?})");
+            let v2 = later("v2");
+            c.sent(&v2);
+            assert!(c.ack(&id, v2.version, "bad listener"));
             let rows = &table.list().clients[0].configs;
             assert_eq!(rows.len(), 1, "{scope:?}");
             let row = &rows[0];
+            let (v1, v2) = (v1.version.to_string(), v2.version.to_string());
             assert_eq!(
                 (
                     row.version_sent.as_str(),
@@ -403,12 +472,40 @@ mod tests {
                     row.version_rejected.as_str(),
                     row.error.as_str()
                 ),
-                ("0000000000000002", "0000000000000001", "0000000000000002", "bad listener"),
+                (v2.as_str(), v1.as_str(), v2.as_str(), "bad listener"),
                 "{scope:?}"
             );
+            for at in [&row.sent_at, &row.acked_at, &row.rejected_at] {
+                assert!(at.parse::<Timestamp>().is_ok(), "when, in RFC 3339: {at:?} ({scope:?})");
+            }
             let applied = metrics.client_acks.get_or_create(&AckLabel { result: AckResult::Applied }).get();
             let rejected = metrics.client_acks.get_or_create(&AckLabel { result: AckResult::Rejected }).get();
             assert_eq!((applied, rejected), (1, 1));
         }
+    }
+
+    #[test]
+    fn versions_stored_while_a_client_watches_are_timed_to_send_and_ack() {
+        let metrics = CdsMetrics::default();
+        let table = Arc::new(ClientTable::new(metrics.clone()));
+        let store = ConfigStore::new(CdsMetrics::default());
+        let id = ConfigId::new("ns", "a");
+        let (before, later) = versions(&store);
+        let c = table.register(ClientInfo { scope: Scope::Config(id.clone()), ..info(Transport::Grpc, 1) });
+        c.sent(&before);
+        c.ack(&id, before.version, "");
+        assert_eq!((metrics.push_time.count(), metrics.ack_time.count()), (0, 0), "stored before it connected");
+        let v2 = later("v2");
+        c.sent(&v2);
+        c.ack(&id, v2.version, "rejected");
+        assert_eq!((metrics.push_time.count(), metrics.ack_time.count()), (1, 0), "sent, rejected");
+        let v3 = later("v3");
+        c.sent(&v3);
+        c.sent(&v3);
+        c.ack(&id, v2.version, "");
+        assert_eq!(metrics.ack_time.count(), 0, "an ack of an older version is not this one's");
+        c.ack(&id, v3.version, "");
+        c.ack(&id, v3.version, "");
+        assert_eq!((metrics.push_time.count(), metrics.ack_time.count()), (2, 1), "timed once per version");
     }
 }

@@ -50,7 +50,7 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::ops::WriteKind;
+    use crate::ops::WriteKind;
     use k8s_openapi::api::core::v1::Service;
     use serde_json::json;
     use stunner_gateway::index::ObjectKey;

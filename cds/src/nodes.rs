@@ -53,9 +53,8 @@ impl NodeAddresses {
         self.changed.subscribe()
     }
 
-    /// Whether no node has an address recorded, for tests of what the table holds.
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Whether no node has an address recorded.
+    pub fn is_empty(&self) -> bool {
         self.nodes.read().expect("node table lock").is_empty()
     }
 

@@ -3,6 +3,7 @@
 //! Not in the Go operator (whose CDS exports nothing); named under the operator's
 //! `stunner_gateway_operator_` prefix, labelled by transport (`websocket`, `grpc`).
 
+use super::latency::LatencyHistogram;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -90,6 +91,11 @@ pub struct CdsMetrics {
     pub stale_clients: Family<TransportLabel, Gauge>,
     /// Requests refused by `--cds-authorization` (403 / PERMISSION_DENIED), by API.
     pub refused_requests: Family<ApiLabel, Counter>,
+    /// From a version's store to its send to a client that was watching when it was stored.
+    pub push_time: LatencyHistogram,
+    /// From a version's store to a gRPC client's acknowledgement that it applied it, for the
+    /// versions `push_time` times.
+    pub ack_time: LatencyHistogram,
 }
 
 impl CdsMetrics {
@@ -137,6 +143,16 @@ impl CdsMetrics {
             "refused_requests",
             "Requests refused by the CDS authorization (--cds-authorization), by API",
             self.refused_requests.clone(),
+        );
+        r.register(
+            "push_time_seconds",
+            "Time from a config version's store to its send to a watch client connected at the time",
+            self.push_time.clone(),
+        );
+        r.register(
+            "ack_time_seconds",
+            "Time from a config version's store to a watch client's acknowledgement that it applied it (gRPC only)",
+            self.ack_time.clone(),
         );
     }
 

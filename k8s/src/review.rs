@@ -6,14 +6,14 @@
 //! Tokens are never logged, and never cached: each request (a watch is one request) costs two
 //! API calls, at most [`MAX_CONCURRENT_REVIEWS`] at once, each within [`REVIEW_TIMEOUT`].
 
-use crate::cds::Scope;
-use crate::cds::authz::{CONFIG_VERB, Identity, Refusal, TokenReviewer};
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use kube::api::PostParams;
 use kube::{Api, Client};
 use std::time::Duration;
+use stunner_gateway_cds::Scope;
+use stunner_gateway_cds::authz::{CONFIG_VERB, Identity, Refusal, TokenReviewer};
 use tokio::sync::Semaphore;
 
 /// Most reviews in flight: a flood of tokened requests must not become a flood of API calls.

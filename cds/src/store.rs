@@ -16,6 +16,7 @@ use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Instant;
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway::config::StunnerConfig;
 use tokio::sync::watch;
@@ -36,6 +37,8 @@ pub struct Snapshot {
     pub json: Frame,
     /// This is the zero config pushed once when the id was deleted.
     pub deleted: bool,
+    /// When the store took this version: the start of its push and ack times.
+    pub stored_at: Instant,
     /// Clients on a node get a copy patched with its address: a config with the node-address
     /// placeholder, never a deletion (as upstream).
     per_node: bool,
@@ -82,6 +85,7 @@ impl Snapshot {
             config,
             json,
             deleted,
+            stored_at: Instant::now(),
             per_node,
             patched: Mutex::default(),
             encoded: Default::default(),
@@ -279,7 +283,7 @@ impl ConfigStore {
     }
 
     /// A receiver that changes whenever any config changes.
-    pub(crate) fn subscribe_changes(&self) -> watch::Receiver<()> {
+    pub fn subscribe_changes(&self) -> watch::Receiver<()> {
         self.changes.subscribe()
     }
 

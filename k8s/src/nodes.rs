@@ -8,12 +8,12 @@
 //! table keeps what it had, and a failure records no address, so the node's clients are
 //! sent `$STUNNER_ADDR`. A Node update that leaves its address as it was costs nothing.
 
-use crate::cds::nodes::NodeAddresses;
 use std::collections::HashMap;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use stunner_gateway::index::{Kind, ObjRef, Resource, node_external_address};
+use stunner_gateway_cds::nodes::NodeAddresses;
 use tokio::sync::Semaphore;
 
 /// Names resolved at once: resolution blocks a thread each.

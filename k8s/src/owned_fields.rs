@@ -171,7 +171,7 @@ pub fn is_zero(v: &Value) -> bool {
 
 /// Our manager's entry as the API server would record an apply of `body` whose lists are all
 /// atomic: what tests give the objects they pretend to watch back.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub fn applied_entry(manager: &str, body: &Value) -> ManagedFieldsEntry {
     fn fields(v: &Value) -> Value {
         match v {

@@ -46,8 +46,8 @@ pub fn bearer(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// `--cds-authorization`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+/// Whether requests are checked at all (the daemon's `--cds-authorization`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Anyone who reaches the port reads every config (upstream's behaviour).
     #[default]

@@ -9,6 +9,7 @@
 
 pub mod lease;
 pub mod live;
+pub mod metrics;
 pub mod nodes;
 pub mod ops;
 pub mod owned_fields;
@@ -20,7 +21,8 @@ pub mod source;
 pub mod translate;
 pub mod writer;
 
-use kube::Client;
+/// The API client the daemon holds in cluster mode, to hand back to these adapters.
+pub use kube::Client;
 use stunner_gateway::index::Input;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -40,7 +42,7 @@ pub struct Settings {
     /// This replica's name in the leader election ([`lease::identity`]).
     pub identity: String,
     /// With `--cds-authorization=pod`: the index the dataplane pod watcher feeds.
-    pub dataplane_pods: Option<std::sync::Arc<crate::cds::authz::DataplaneIndex>>,
+    pub dataplane_pods: Option<std::sync::Arc<stunner_gateway_cds::authz::DataplaneIndex>>,
 }
 
 /// Why cluster mode could not start; each keeps the API client's error as its source.

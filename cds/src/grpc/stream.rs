@@ -10,9 +10,9 @@
 use super::convert::{ack_id, version};
 use super::encoded::{Encoded, GrpcUpdate};
 use super::limits::WatchSlots;
-use crate::cds::clients::{Client, Registration};
-use crate::cds::metrics::{CdsMetrics, GRPC};
-use crate::cds::watch::{Update, Watch};
+use crate::clients::{Client, Registration};
+use crate::metrics::{CdsMetrics, GRPC};
+use crate::watch::{Update, Watch};
 use futures_util::Stream;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl Outbound {
         }
         let update = self.pending.pop_front()?;
         let bytes = update.snapshot.encoded::<GrpcUpdate>(&update.variant);
-        self.client.sent(&update.snapshot.id, update.snapshot.version);
+        self.client.sent(&update.snapshot);
         self.metrics.pushes.get_or_create(&GRPC).inc();
         self.metrics.push_bytes.get_or_create(&GRPC).inc_by(bytes.len() as u64);
         Some(Ok(Encoded(bytes)))

@@ -7,7 +7,6 @@
 //! claims the Gateway is lying), controlled by a ReplicaSet of the Gateway's Deployment or by
 //! the Gateway's DaemonSet, and running.
 
-use crate::cds::authz::{DataplaneIndex, DataplanePod};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,6 +15,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::keys::{APP_LABEL, APP_VALUE, RELATED_GATEWAY_NAME, RELATED_GATEWAY_NAMESPACE};
+use stunner_gateway_cds::authz::{DataplaneIndex, DataplanePod};
 use tokio_util::sync::CancellationToken;
 
 /// The label selector of the watch: what our Deployments' pod templates carry.

@@ -1,7 +1,7 @@
 //! Messages encoded ahead of time: a `ConfigUpdate` per snapshot variant, made once and shared
 //! by every watcher of it, and `ListResponse`s assembled from those.
 
-use crate::cds::store::{Encoding, Frame, Snapshot};
+use crate::store::{Encoding, Frame, Snapshot};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::encoding::{DecodeContext, WireType, encode_key, encode_varint, skip_field};
 use stunner_gateway::proto;

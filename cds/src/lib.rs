@@ -4,13 +4,19 @@
 //! 1. The store, which knows no transport: [`store`] keeps the latest snapshot per config id
 //!    ([`version`] names it), [`watch`] turns it into what one client must be sent next,
 //!    [`nodes`] holds the node addresses configs are patched with, [`clients`] is the table of
-//!    connected watch clients, [`authz`] decides who may read what, [`metrics`] counts it all.
+//!    connected watch clients, [`authz`] decides who may read what, [`metrics`] counts it all (and
+//!    [`latency`] times it).
 //! 2. The transports, each putting configs on the wire in an [`store::Encoding`] of its own:
 //!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], [`session`], with frames of
 //!    our own making, [`websocket`]) and the gRPC API ([`grpc`]). What they know of the
 //!    connection a request came on is in [`connection`].
-//! 3. The listener, [`serve`]: accepts connections, hands each request to its transport, and
-//!    owns every task, so shutdown waits for all of them.
+//! 3. The listener, [`serve`]: accepts connections ([`listener`], which the daemon's other
+//!    servers share), hands each request to its transport, and owns every task, so shutdown
+//!    waits for all of them.
+//!
+//! The crate depends on the core alone: it knows nothing of Kubernetes, flags or the render
+//! loop. The daemon fills the store and supplies what authorization needs to know (the
+//! dataplane pods, a token reviewer) through [`authz`]'s types.
 
 pub mod api;
 pub mod authz;
@@ -18,6 +24,8 @@ pub mod clients;
 pub mod connection;
 pub mod grpc;
 pub mod handshake;
+pub mod latency;
+pub mod listener;
 pub mod metrics;
 pub mod nodes;
 pub mod opening;

@@ -102,20 +102,20 @@ async fn serve_scope(state: Arc<CdsState>, scope: Scope, req: Request) -> Respon
 /// Who sent a request: its connection's remote address and its bearer token, if any. Taken
 /// out of the request before any await: a request (its body) is not `Sync`, so no reference
 /// to it may live across one.
-pub(crate) struct Caller {
+pub struct Caller {
     peer: Option<SocketAddr>,
     token: Option<String>,
 }
 
 impl Caller {
-    pub(crate) fn of(req: &Request) -> Self {
+    pub fn of(req: &Request) -> Self {
         let token = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
         Caller { peer: req.extensions().get::<PeerAddr>().map(|p| p.0), token: token.map(str::to_owned) }
     }
 }
 
 /// Who the client is, or the 403 it gets (an [`ApiError`] saying why).
-pub(crate) async fn authorize(state: &CdsState, scope: &Scope, caller: Caller) -> Result<Identity, Response> {
+pub async fn authorize(state: &CdsState, scope: &Scope, caller: Caller) -> Result<Identity, Response> {
     let Caller { peer, token } = caller;
     state.authorizer.authorize(peer, token.as_deref(), scope).await.map_err(|refusal| {
         state.store.metrics.refused(super::metrics::Api::http);
@@ -256,7 +256,7 @@ fn json_response(status: StatusCode, body: Bytes) -> Response {
 }
 
 /// Go's `http.Error`: a plain-text line.
-pub(crate) fn text_error(status: StatusCode, message: &str) -> Response {
+pub fn text_error(status: StatusCode, message: &str) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],

@@ -3,10 +3,10 @@
 use super::service::ConfigDiscovery;
 use super::settings::Settings;
 use super::stubs::config_discovery_server::ConfigDiscoveryServer;
-use crate::cds::authz::Authorizer;
-use crate::cds::clients::ClientTable;
-use crate::cds::metrics::CdsMetrics;
-use crate::cds::store::ConfigStore;
+use crate::authz::Authorizer;
+use crate::clients::ClientTable;
+use crate::metrics::CdsMetrics;
+use crate::store::ConfigStore;
 use std::sync::Arc;
 use stunner_gateway::proto;
 use tokio_util::sync::CancellationToken;

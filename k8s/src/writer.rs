@@ -18,7 +18,7 @@
 use super::ops::{FIELD_MANAGER, Op, Scope, Target, WriteKind, ops_of};
 use super::queue::Queue;
 use super::served::Served;
-use crate::metrics::{OperatorMetrics, ResourceOperationLabels, UpdateLabels, UpdateResult, unix_now};
+use crate::metrics::{ResourceOperationLabels, UpdateLabels, UpdateResult, WriterMetrics, unix_now};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -59,11 +59,11 @@ pub struct Writer {
 struct Shared {
     queue: Mutex<Queue>,
     wake: Notify,
-    metrics: OperatorMetrics,
+    metrics: WriterMetrics,
 }
 
 impl Writer {
-    pub fn new(metrics: OperatorMetrics) -> Self {
+    pub fn new(metrics: WriterMetrics) -> Self {
         Writer { shared: Arc::new(Shared { queue: Mutex::default(), wake: Notify::new(), metrics }) }
     }
 
@@ -110,7 +110,7 @@ impl Writer {
     }
 
     /// Takes what is queued, for tests of what the render loop hands the writer.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn take_queued(&self) -> Vec<super::ops::Target> {
         let mut queue = self.lock();
         queue.flush();
@@ -415,7 +415,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn writes_coalesce_and_unchanged_content_is_not_written() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Recorder::default();
         let (leader, leading) = watch::channel(true);
         writer.submit(&output("1"), &Index::new());
@@ -443,16 +443,16 @@ mod tests {
     /// before the render is done, and then every status before any object.
     #[tokio::test(start_paused = true)]
     async fn a_renders_statuses_are_written_before_its_objects() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Recorder::default();
         let (_leader, leading) = watch::channel(true);
         let running = Running::start(&writer, &sink, leading);
         let gateway = ObjectKey::new("ns", "gw");
         let mut out = output("1").gateways.remove(&gateway).unwrap();
         out.status = Some(Default::default());
-        writer.stage(crate::cluster::ops::gateway_ops(&gateway, &out), &Index::new());
+        writer.stage(crate::ops::gateway_ops(&gateway, &out), &Index::new());
         let route = ObjRef::new(stunner_gateway::index::Kind::UdpRoute, ObjectKey::new("ns", "r"));
-        writer.stage([crate::cluster::ops::route_op(&route, &Default::default())], &Index::new());
+        writer.stage([crate::ops::route_op(&route, &Default::default())], &Index::new());
         settle().await;
         assert!(sink.writes.lock().unwrap().is_empty(), "staged, not written");
         writer.flush();
@@ -486,7 +486,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn content_queued_again_while_it_is_written_is_written_once() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Gated { inner: Recorder::default(), permits: Arc::new(tokio::sync::Semaphore::new(0)) };
         let (_leader, leading) = watch::channel(true);
         let shutdown = CancellationToken::new();
@@ -508,7 +508,7 @@ mod tests {
     /// written as fast as the API server answers, not at client-go's 20 requests a second.
     #[tokio::test(start_paused = true)]
     async fn writes_are_not_paced_by_a_client_side_rate_limit() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Recorder::default();
         let (_leader, leading) = watch::channel(true);
         let running = Running::start(&writer, &sink, leading);
@@ -523,7 +523,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn only_the_leader_writes_and_a_new_leader_writes_what_is_pending() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Recorder::default();
         let (leader, leading) = watch::channel(false);
         let running = Running::start(&writer, &sink, leading);
@@ -539,7 +539,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn transient_errors_are_retried() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Recorder { failures: Arc::new(Mutex::new(ATTEMPTS + 1)), ..Default::default() };
         let (_leader, leading) = watch::channel(true);
         writer.submit(&output("1"), &Index::new());
@@ -554,7 +554,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn permanent_errors_are_dropped_until_the_content_changes() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Recorder { failures: Arc::new(Mutex::new(1)), permanent: true, ..Default::default() };
         let (_leader, leading) = watch::channel(true);
         writer.submit(&output("1"), &Index::new());
@@ -569,7 +569,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn shutdown_writes_what_is_still_queued() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         // The first round fails, so the write waits for a resync that never comes.
         let sink = Recorder { failures: Arc::new(Mutex::new(ATTEMPTS)), ..Default::default() };
         let (_leader, leading) = watch::channel(true);
@@ -583,7 +583,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_replica_that_does_not_lead_writes_nothing_on_shutdown() {
-        let writer = Writer::new(OperatorMetrics::default());
+        let writer = Writer::new(WriterMetrics::default());
         let sink = Recorder::default();
         let (_leader, leading) = watch::channel(false);
         writer.submit(&output("1"), &Index::new());
