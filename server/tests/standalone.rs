@@ -1002,7 +1002,7 @@ async fn no_secret_value_appears_with(name: &str, log: &'static str, args: &[&st
     }
     d.wait_for_log("held at its last valid version").await;
     let log = d.log.lock().unwrap().join("\n");
-    if args.iter().any(|a| *a == "json") {
+    if args.contains(&"json") {
         assert!(log.lines().all(|l| l.starts_with('{')), "JSON lines only:\n{log}");
     }
     for field in [
