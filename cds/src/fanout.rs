@@ -55,6 +55,14 @@ pub(super) struct Joining {
     pub permit: Option<ConnectionPermit>,
 }
 
+impl Joining {
+    /// Turns the client away at shutdown with an empty Close frame (best effort: one
+    /// non-blocking write, as the server is going, and so is this connection).
+    fn refuse(self) {
+        let _ = (&self.stream).write(&close_frame(None));
+    }
+}
+
 /// The shards of the server: where upgraded TCP watch connections go.
 pub struct Fanout {
     shards: Vec<mpsc::UnboundedSender<Joining>>,
@@ -81,10 +89,13 @@ impl Fanout {
         Ok(Fanout { shards, next: AtomicUsize::new(0) })
     }
 
-    /// Hands `joining` to a shard (in turn). A connection that comes after shutdown is closed.
+    /// Hands `joining` to a shard (in turn). A connection that comes after its shard ended
+    /// (the server shut down) gets the empty Close frame the shard sends every client then.
     pub(super) fn join(&self, joining: Joining) {
         let at = self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len();
-        let _ = self.shards[at].send(joining);
+        if let Err(mpsc::error::SendError(late)) = self.shards[at].send(joining) {
+            late.refuse();
+        }
     }
 }
 
@@ -295,6 +306,11 @@ impl Shard {
                 }
             }
         }
+        // Connections handed over while the last ones left are turned away, not dropped.
+        joins.close();
+        while let Ok(late) = joins.try_recv() {
+            late.refuse();
+        }
     }
 }
 
@@ -325,12 +341,10 @@ impl State {
 
     /// Takes a connection in: answers what came with its request, sends its initial configs.
     fn join(&mut self, poll: &Poll, joining: Joining) {
-        let Joining { stream, early, watch, initial, client, permit } = joining;
         if self.closing {
-            // Best effort: the server is going, and so is this connection.
-            let _ = (&stream).write(&close_frame(None));
-            return;
+            return joining.refuse();
         }
+        let Joining { stream, early, watch, initial, client, permit } = joining;
         let mut socket = TcpStream::from_std(stream);
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
