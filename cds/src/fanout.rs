@@ -211,7 +211,8 @@ struct State {
 enum Wake {
     Shutdown,
     Dirty(usize),
-    Join(Joining),
+    /// Boxed: a wake-up is mostly one of the small ones.
+    Join(Box<Joining>),
     Io,
     Timer,
     Unread,
@@ -267,7 +268,7 @@ impl Shard {
                 biased;
                 _ = shutdown.cancelled(), if !state.closing => Wake::Shutdown,
                 Some(key) = dirty.recv() => Wake::Dirty(key),
-                Some(joining) = joins.recv() => Wake::Join(joining),
+                Some(joining) = joins.recv() => Wake::Join(Box::new(joining)),
                 ready = poll.readable_mut() => {
                     let mut ready = match ready {
                         Ok(ready) => ready,
@@ -289,7 +290,7 @@ impl Shard {
             match wake {
                 Wake::Shutdown => state.close_all(),
                 Wake::Dirty(group) => state.fan_out(group).await,
-                Wake::Join(joining) => state.join(poll.get_ref(), joining),
+                Wake::Join(joining) => state.join(poll.get_ref(), *joining),
                 Wake::Io => {
                     for event in events.iter() {
                         let writable = event.is_writable() || event.is_write_closed() || event.is_error();
