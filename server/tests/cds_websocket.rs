@@ -329,16 +329,8 @@ async fn malformed_upgrades_get_upstream_statuses_and_leave_nothing_behind() {
 #[tokio::test]
 async fn a_client_that_never_reads_does_not_stop_100_others() {
     let s = start(with_write_timeout(Duration::from_millis(500))).await;
-    // A stalled client: completes the handshake, then never reads a byte. A small receive
-    // buffer makes the server's writes to it block after a few frames.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(s.addr).await.unwrap();
-    let req = format!(
-        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-        s.addr
-    );
-    stalled.write_all(req.as_bytes()).await.unwrap();
+    // A stalled client: completes the handshake, then never reads a byte.
+    let stalled = unread_watch(s.addr).await;
     let mut healthy = Vec::new();
     for _ in 0..100 {
         healthy.push(watch(&s, "/api/v1/configs/ns/gw?watch=true").await);
@@ -416,14 +408,7 @@ async fn shutdown_waits_for_a_session_stuck_writing() {
     // Far more than the server's send buffer and the client's receive buffer hold.
     c.auth.credentials.insert("padding".into(), "x".repeat(2 << 20));
     s.store.upsert(c);
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(s.addr).await.unwrap();
-    let req = format!(
-        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-        s.addr
-    );
-    stalled.write_all(req.as_bytes()).await.unwrap();
+    let stalled = unread_watch(s.addr).await;
     let open = || s.metrics.clients.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get();
     for _ in 0..100 {
         if open() == 1 {
@@ -436,6 +421,19 @@ async fn shutdown_waits_for_a_session_stuck_writing() {
     tokio::time::timeout(Duration::from_secs(20), s.task).await.expect("server returns").unwrap();
     assert_eq!(open(), 0, "no watch session outlives the server");
     drop(stalled);
+}
+
+/// Asks for a watch of ns/gw on a socket with a small receive buffer and reads nothing back
+/// (not even the 101): the server's writes to it block after a few frames.
+async fn unread_watch(addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut sock = socket.connect(addr).await.unwrap();
+    let req = format!(
+        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    sock.write_all(req.as_bytes()).await.unwrap();
+    sock
 }
 
 /// Opens a watch by hand, sending `early` in the same write as the request. Returns the socket
@@ -550,14 +548,7 @@ async fn watchers_are_served_without_a_task_each() {
 #[tokio::test]
 async fn a_watcher_that_falls_behind_catches_up_with_the_latest_version() {
     let s = start(with_write_timeout(Duration::from_secs(30))).await;
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut slow = socket.connect(s.addr).await.unwrap();
-    let req = format!(
-        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-        s.addr
-    );
-    slow.write_all(req.as_bytes()).await.unwrap();
+    let mut slow = unread_watch(s.addr).await;
     let mut healthy = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
     let big = "x".repeat(256 * 1024);
     for round in 0..20 {
