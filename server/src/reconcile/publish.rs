@@ -46,7 +46,7 @@ impl Reconciler {
 
 impl Reconciler {
     /// Hands what the last render or expired wait staged to the writer, all together: the
-    /// writer then writes its statuses before its objects (see `cluster::queue`).
+    /// writer then writes its statuses before its objects (see `stunner_gateway_k8s`'s `queue.rs`).
     pub(super) fn flush_writes(&self) {
         if let Some(writer) = &self.outputs.writer {
             writer.flush();
