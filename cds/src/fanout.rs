@@ -267,6 +267,9 @@ impl Shard {
             let wake = tokio::select! {
                 biased;
                 _ = shutdown.cancelled(), if !state.closing => Wake::Shutdown,
+                // Before the busy branches, which must not starve Pings and write timeouts
+                // (a turn of the timer sets its next deadline ahead: it cannot starve them).
+                _ = tokio::time::sleep_until(state.wake_at) => Wake::Timer,
                 Some(key) = dirty.recv() => Wake::Dirty(key),
                 Some(joining) = joins.recv() => Wake::Join(Box::new(joining)),
                 ready = poll.readable_mut() => {
@@ -284,7 +287,6 @@ impl Shard {
                     }
                     Wake::Io
                 }
-                _ = tokio::time::sleep_until(state.wake_at) => Wake::Timer,
                 _ = std::future::ready(()), if !state.unread.is_empty() => Wake::Unread,
             };
             match wake {
