@@ -46,8 +46,13 @@ impl Reconciler {
             return;
         }
         let dirty = std::mem::take(&mut self.dirty);
+        self.render_and_publish(dirty);
+    }
+
+    /// One pass over `dirty`, each result published as it is rendered.
+    fn render_and_publish(&mut self, dirty: Dirty) {
         let pass = self.begin_pass();
-        // Built field by field, not by `publisher()`: the render borrows the index beside it.
+        // Built field by field: the render borrows the index beside it.
         let mut publisher =
             Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
         let mut timed = Timed { inner: &mut publisher, spent: Duration::ZERO };
@@ -80,9 +85,10 @@ impl Reconciler {
             }
         }
         // Held and not rendered again (the changes made nothing dirty, or the passes ran out):
-        // as the last pass left them.
-        let mut publisher = self.publisher();
-        held.into_iter().for_each(|(key, gw)| publisher.gateway(key, gw));
+        // rendered once more on the index the last pass left, and published as they are.
+        if !held.is_empty() {
+            self.render_and_publish(Dirty { gateways: held, ..Dirty::default() });
+        }
     }
 
     fn begin_pass(&mut self) -> Pass {
