@@ -25,7 +25,7 @@ use tokio::sync::watch;
 /// How long a request for a config waits for its client's pod to appear in the index before
 /// it is refused: a stunnerd starts as soon as its container does, often before the pod
 /// watcher has seen the pod's IP. Bounded, so a stranger is refused in this time at most.
-pub const INDEX_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const INDEX_WAIT: Duration = Duration::from_secs(2);
 
 /// The RBAC verb on `gateways.gateway.networking.k8s.io` that lets a token's user read
 /// configs: on a Gateway (`<ns>/<name>`), on every Gateway of a namespace (a namespace list)
@@ -40,7 +40,7 @@ pub trait TokenReviewer: Send + Sync + fmt::Debug {
 }
 
 /// The token of an `Authorization: Bearer <token>` header value.
-pub fn bearer(value: &str) -> Option<&str> {
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -196,7 +196,7 @@ impl DataplaneIndex {
     }
 
     /// The identity of a running pod of Gateway `id` at `ip`, if there is one.
-    pub fn lookup(&self, ip: IpAddr, id: &ConfigId) -> Option<Identity> {
+    pub(crate) fn lookup(&self, ip: IpAddr, id: &ConfigId) -> Option<Identity> {
         let pods = self.pods.read().expect("index lock");
         pods.by_ip.get(&ip)?.iter().filter_map(|k| pods.pods.get(k)).find(|p| &p.gateway == id).map(|p| p.identity())
     }
@@ -245,14 +245,10 @@ impl Authorizer {
         Self::new(Mode::None, Default::default(), Vec::new())
     }
 
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
     /// May the client at `peer`, with the bearer token `token` if it sent one, read `scope`?
     /// `Scope::All` also stands for the client table. A token, when tokens are reviewed,
     /// decides alone: a bad one is refused whatever the address.
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         peer: Option<SocketAddr>,
         token: Option<&str>,

@@ -30,16 +30,16 @@ const MAX_TEXT: usize = 1024;
 
 /// Who a client is, fixed at registration.
 #[derive(Debug, Clone)]
-pub struct ClientInfo {
-    pub transport: Transport,
-    pub remote_address: Option<SocketAddr>,
+pub(crate) struct ClientInfo {
+    pub(crate) transport: Transport,
+    pub(crate) remote_address: Option<SocketAddr>,
     /// Empty when the client gave none.
-    pub node: String,
-    pub scope: Scope,
+    pub(crate) node: String,
+    pub(crate) scope: Scope,
     /// Free-form (gRPC `client_name`, the WebSocket User-Agent); empty when none.
-    pub client_name: String,
+    pub(crate) client_name: String,
     /// Whom the client was authorized as ([`super::authz::Identity`]).
-    pub identity: String,
+    pub(crate) identity: String,
 }
 
 /// The versions of one config id a client was sent and what it said about them, each with
@@ -70,7 +70,7 @@ impl Stamped {
 }
 
 /// One connected client.
-pub struct Client {
+pub(crate) struct Client {
     info: ClientInfo,
     since: Timestamp,
     /// `since` on the monotonic clock, to compare with when a version was stored.
@@ -141,7 +141,7 @@ impl Client {
     /// Records that `snapshot` went out to this client, and how long after its store if it
     /// was stored while the client watched. A version sent again (patched anew for a node
     /// whose address changed) keeps its first send's time and is not timed twice.
-    pub fn sent(&self, snapshot: &Snapshot) {
+    pub(crate) fn sent(&self, snapshot: &Snapshot) {
         let stored_while_watching = (snapshot.stored_at >= self.registered).then_some(snapshot.stored_at);
         let first = self.configs.update(&snapshot.id, true, |state| {
             let first = state.sent.is_none_or(|s| s.version != snapshot.version);
@@ -159,7 +159,7 @@ impl Client {
     /// Records an acknowledgement: `error` empty means applied, else rejected with that error.
     /// Only ids this client was sent are recorded; returns whether it was. An applied version
     /// clears an earlier rejection; a rejection keeps the version last applied (it still runs).
-    pub fn ack(&self, id: &ConfigId, version: Version, error: &str) -> bool {
+    pub(crate) fn ack(&self, id: &ConfigId, version: Version, error: &str) -> bool {
         let result = self.configs.update(id, false, |state| {
             let stamped = Some(Stamped::now(version));
             if error.is_empty() {
@@ -218,7 +218,7 @@ fn rfc3339(t: Timestamp) -> String {
 }
 
 /// `*`, `<namespace>` or `<namespace>/<name>`.
-pub fn scope_string(scope: &Scope) -> String {
+pub(crate) fn scope_string(scope: &Scope) -> String {
     match scope {
         Scope::All => "*".into(),
         Scope::Namespace(ns) => ns.clone(),
@@ -227,7 +227,7 @@ pub fn scope_string(scope: &Scope) -> String {
 }
 
 /// At most [`MAX_TEXT`] bytes of `s`, cut at a character boundary.
-pub fn truncate(s: &str) -> &str {
+pub(crate) fn truncate(s: &str) -> &str {
     if s.len() <= MAX_TEXT {
         return s;
     }
@@ -253,7 +253,7 @@ impl ClientTable {
 
     /// Adds a client; it stays in the table (and in the `clients` gauge) until the returned
     /// registration is dropped.
-    pub fn register(self: &Arc<Self>, mut info: ClientInfo) -> Registration {
+    pub(crate) fn register(self: &Arc<Self>, mut info: ClientInfo) -> Registration {
         info.client_name = truncate(&info.client_name).to_string();
         info.node = truncate(&info.node).to_string();
         let label = TransportLabel { transport: info.transport };
@@ -282,7 +282,7 @@ impl ClientTable {
     /// How many clients of each transport hold a config in a version other than the store's
     /// current one: a WebSocket client by what it was last sent (it never acknowledges), a
     /// gRPC client by what it last applied. Deleted configs count for no one.
-    pub fn stale(&self, store: &ConfigStore) -> BTreeMap<Transport, usize> {
+    pub(crate) fn stale(&self, store: &ConfigStore) -> BTreeMap<Transport, usize> {
         let clients: Vec<Arc<Client>> = self.clients.read().expect("client table lock").values().cloned().collect();
         let mut stale = BTreeMap::new();
         for client in clients {
@@ -300,7 +300,12 @@ impl ClientTable {
     }
 
     /// Sets the `stale_clients` gauge from [`Self::stale`] every `every` until `shutdown`.
-    pub async fn sample_stale(self: Arc<Self>, store: Arc<ConfigStore>, every: Duration, shutdown: CancellationToken) {
+    pub(crate) async fn sample_stale(
+        self: Arc<Self>,
+        store: Arc<ConfigStore>,
+        every: Duration,
+        shutdown: CancellationToken,
+    ) {
         loop {
             let stale = self.stale(&store);
             for transport in [Transport::Websocket, Transport::Grpc] {
@@ -327,15 +332,10 @@ impl ClientTable {
             sum.wrapping_add(h.finish())
         })
     }
-
-    /// Clients of `transport` connected now.
-    pub fn count(&self, transport: Transport) -> usize {
-        self.clients.read().expect("client table lock").values().filter(|c| c.info.transport == transport).count()
-    }
 }
 
 /// A client's place in the table; dropping it removes the client.
-pub struct Registration {
+pub(crate) struct Registration {
     table: Arc<ClientTable>,
     id: u64,
     client: Arc<Client>,
@@ -344,7 +344,7 @@ pub struct Registration {
 
 impl Registration {
     /// The client itself, for recording acks elsewhere; it leaves the table only with this.
-    pub fn client(&self) -> Arc<Client> {
+    pub(crate) fn client(&self) -> Arc<Client> {
         self.client.clone()
     }
 }
@@ -360,6 +360,14 @@ impl Drop for Registration {
     fn drop(&mut self) {
         self.table.clients.write().expect("client table lock").remove(&self.id);
         self.table.metrics.clients.get_or_create(&self.label).dec();
+    }
+}
+
+#[cfg(test)]
+impl ClientTable {
+    /// Clients of `transport` connected now.
+    pub(crate) fn count(&self, transport: Transport) -> usize {
+        self.clients.read().expect("client table lock").values().filter(|c| c.info.transport == transport).count()
     }
 }
 

@@ -12,35 +12,35 @@ use tokio::sync::OwnedSemaphorePermit;
 
 /// The remote address of the connection a request came on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerAddr(pub SocketAddr);
+pub(crate) struct PeerAddr(pub SocketAddr);
 
 /// Holds one slot of the server's connection limit for as long as the connection lives,
 /// including after it was upgraded to a WebSocket.
 #[derive(Clone)]
-pub struct ConnectionPermit {
+pub(crate) struct ConnectionPermit {
     _slot: Arc<OwnedSemaphorePermit>,
 }
 
 impl ConnectionPermit {
-    pub fn new(slot: OwnedSemaphorePermit) -> Self {
+    pub(crate) fn new(slot: OwnedSemaphorePermit) -> Self {
         ConnectionPermit { _slot: Arc::new(slot) }
     }
 }
 
 /// A connection's TCP stream that replays the first bytes the listener read (to tell HTTP/2
 /// from HTTP/1.1) before reading on.
-pub struct Rewind {
+pub(crate) struct Rewind {
     prefix: Vec<u8>,
     inner: TcpStream,
 }
 
 impl Rewind {
-    pub fn new(prefix: Vec<u8>, inner: TcpStream) -> Self {
+    pub(crate) fn new(prefix: Vec<u8>, inner: TcpStream) -> Self {
         Rewind { prefix, inner }
     }
 
     /// The stream, with the bytes read from it but not yet replayed.
-    pub fn into_parts(self) -> (Vec<u8>, TcpStream) {
+    pub(crate) fn into_parts(self) -> (Vec<u8>, TcpStream) {
         (self.prefix, self.inner)
     }
 }

@@ -46,13 +46,13 @@ const WRITES_PER_TURN: usize = 512;
 
 /// A watch client handed over from its upgraded connection.
 pub(super) struct Joining {
-    pub stream: std::net::TcpStream,
+    pub(crate) stream: std::net::TcpStream,
     /// What the client sent after its request and the HTTP server already read.
-    pub early: Vec<u8>,
-    pub watch: Watch,
-    pub initial: Vec<Update>,
-    pub client: Registration,
-    pub permit: Option<ConnectionPermit>,
+    pub(crate) early: Vec<u8>,
+    pub(crate) watch: Watch,
+    pub(crate) initial: Vec<Update>,
+    pub(crate) client: Registration,
+    pub(crate) permit: Option<ConnectionPermit>,
 }
 
 impl Joining {

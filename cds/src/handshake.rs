@@ -14,8 +14,8 @@ use sha1::{Digest, Sha1};
 /// Why an upgrade was refused: the status and gorilla's message.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Refusal {
-    pub status: StatusCode,
-    pub message: &'static str,
+    pub(crate) status: StatusCode,
+    pub(crate) message: &'static str,
 }
 
 pub fn check(headers: &HeaderMap) -> Result<(), Refusal> {

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 /// Upper bounds, in seconds: a push is normally well under a millisecond after the store on a
 /// quiet server, so the buckets start finer than the render buckets do.
-pub const BUCKETS: [f64; 16] =
+pub(crate) const BUCKETS: [f64; 16] =
     [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 /// A Prometheus histogram of durations with [`BUCKETS`] (and `+Inf`). Clones share counts.
 #[derive(Debug, Clone, Default)]
-pub struct LatencyHistogram {
+pub(crate) struct LatencyHistogram {
     inner: Arc<Counts>,
 }
 
@@ -32,7 +32,7 @@ struct Counts {
 }
 
 impl LatencyHistogram {
-    pub fn observe(&self, took: Duration) {
+    pub(crate) fn observe(&self, took: Duration) {
         let seconds = took.as_secs_f64();
         let bucket = BUCKETS.iter().position(|&le| seconds <= le).unwrap_or(BUCKETS.len());
         self.inner.buckets[bucket].fetch_add(1, Ordering::Relaxed);

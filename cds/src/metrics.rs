@@ -11,14 +11,14 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Transport {
+pub(crate) enum Transport {
     Websocket,
     Grpc,
 }
 
 impl Transport {
     /// The label value and the client table's name: `websocket` or `grpc`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Transport::Websocket => "websocket",
             Transport::Grpc => "grpc",
@@ -34,7 +34,7 @@ impl EncodeLabelValue for Transport {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TransportLabel {
-    pub transport: Transport,
+    pub(crate) transport: Transport,
 }
 
 pub const WEBSOCKET: TransportLabel = TransportLabel { transport: Transport::Websocket };
@@ -42,7 +42,7 @@ pub const GRPC: TransportLabel = TransportLabel { transport: Transport::Grpc };
 
 /// What a client said about a version it was sent (gRPC acknowledgements).
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
-pub enum AckResult {
+pub(crate) enum AckResult {
     Applied,
     Rejected,
 }
@@ -54,22 +54,22 @@ impl EncodeLabelValue for AckResult {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AckLabel {
-    pub result: AckResult,
+pub(crate) struct AckLabel {
+    pub(crate) result: AckResult,
 }
 
 /// Which API refused a request.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)] // label values are lower-case words
-pub enum Api {
+pub(crate) enum Api {
     /// The HTTP API: config GETs, WebSocket watches, the client table, the console.
     http,
     grpc,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ApiLabel {
-    pub api: Api,
+pub(crate) struct ApiLabel {
+    pub(crate) api: Api,
 }
 
 #[derive(Clone, Default)]
@@ -79,23 +79,23 @@ pub struct CdsMetrics {
     /// Config frames sent to watch clients.
     pub pushes: Family<TransportLabel, Counter>,
     /// Bytes of config frames sent to watch clients.
-    pub push_bytes: Family<TransportLabel, Counter>,
+    pub(crate) push_bytes: Family<TransportLabel, Counter>,
     /// Watch clients disconnected because they did not take a frame within the write timeout
     /// or stopped answering keepalives.
     pub dropped_clients: Family<TransportLabel, Counter>,
     /// Connections refused because the connection limit was reached.
     pub rejected_connections: Counter,
     /// Acknowledgements received from watch clients (gRPC only), by result.
-    pub client_acks: Family<AckLabel, Counter>,
+    pub(crate) client_acks: Family<AckLabel, Counter>,
     /// Watch clients on a config version other than the current one (sampled).
-    pub stale_clients: Family<TransportLabel, Gauge>,
+    pub(crate) stale_clients: Family<TransportLabel, Gauge>,
     /// Requests refused by `--cds-authorization` (403 / PERMISSION_DENIED), by API.
-    pub refused_requests: Family<ApiLabel, Counter>,
+    pub(crate) refused_requests: Family<ApiLabel, Counter>,
     /// From a version's store to its send to a client that was watching when it was stored.
-    pub push_time: LatencyHistogram,
+    pub(crate) push_time: LatencyHistogram,
     /// From a version's store to a gRPC client's acknowledgement that it applied it, for the
     /// versions `push_time` times.
-    pub ack_time: LatencyHistogram,
+    pub(crate) ack_time: LatencyHistogram,
 }
 
 impl CdsMetrics {
@@ -157,7 +157,7 @@ impl CdsMetrics {
     }
 
     /// Counts a request `api` refused.
-    pub fn refused(&self, api: Api) {
+    pub(crate) fn refused(&self, api: Api) {
         self.refused_requests.get_or_create(&ApiLabel { api }).inc();
     }
 }

@@ -68,7 +68,7 @@ impl NodeAddresses {
 /// `config` for a client on a node with external address `addr` (cds-protocol.md §7): each
 /// listener whose `address` is the placeholder gets `addr`, or `$STUNNER_ADDR` when the node
 /// has none; every other field and listener is left as it is.
-pub fn patch(mut config: StunnerConfig, addr: Option<IpAddr>) -> StunnerConfig {
+pub(crate) fn patch(mut config: StunnerConfig, addr: Option<IpAddr>) -> StunnerConfig {
     let value = addr.map_or_else(|| STUNNER_ADDR_VAR.to_string(), |a| a.to_string());
     for l in config.listeners.iter_mut().filter(|l| l.addr == NODE_ADDRESS_PLACEHOLDER) {
         l.addr.clone_from(&value);

@@ -14,7 +14,7 @@ pub struct Opening(watch::Receiver<bool>);
 
 impl Opening {
     /// Open from the start (servers fed by hand: tests, benchmarks).
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         Opening(watch::channel(true).1)
     }
 
@@ -30,7 +30,7 @@ impl Opening {
     }
 
     /// Waits until open; `false` if it never will be (its event was dropped).
-    pub async fn wait(&self) -> bool {
+    pub(crate) async fn wait(&self) -> bool {
         self.0.clone().wait_for(|open| *open).await.is_ok()
     }
 }

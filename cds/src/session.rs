@@ -46,7 +46,7 @@ impl Default for Settings {
 
 /// The WebSocket encoding of a snapshot variant: a complete text frame, written as is by
 /// every watch session.
-pub struct WebSocketFrame;
+pub(crate) struct WebSocketFrame;
 
 impl Encoding for WebSocketFrame {
     fn encode(_: &Snapshot, json: &Frame) -> Bytes {
@@ -57,14 +57,14 @@ impl Encoding for WebSocketFrame {
 /// One watch client's session on `S`, the upgraded connection (with whatever the client sent
 /// right after its request still to be read from it).
 pub(super) struct Session<S> {
-    pub stream: S,
-    pub watch: Watch,
-    pub settings: Settings,
-    pub metrics: CdsMetrics,
-    pub shutdown: CancellationToken,
+    pub(crate) stream: S,
+    pub(crate) watch: Watch,
+    pub(crate) settings: Settings,
+    pub(crate) metrics: CdsMetrics,
+    pub(crate) shutdown: CancellationToken,
     /// This client's row in the client table (and the `clients` gauge) while it is connected.
-    pub client: Registration,
-    pub _permit: Option<ConnectionPermit>,
+    pub(crate) client: Registration,
+    pub(crate) _permit: Option<ConnectionPermit>,
 }
 
 /// Why a session ended, for the log and the metrics.
@@ -78,7 +78,7 @@ pub(super) enum End {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Session<S> {
-    pub async fn run(mut self, initial: Vec<Update>) {
+    pub(crate) async fn run(mut self, initial: Vec<Update>) {
         let end = self.serve(initial).await;
         if let Some(frame) = end.goodbye(&self.metrics) {
             let _ = self.write(&frame).await;
@@ -202,13 +202,13 @@ impl End {
 #[derive(Default)]
 pub(super) struct Inbox {
     /// Any frame arrived: the client is alive.
-    pub heard: bool,
+    pub(crate) heard: bool,
     /// The answer to the latest Ping (RFC 6455 §5.5.3 lets earlier ones go unanswered).
-    pub pong: Option<Bytes>,
+    pub(crate) pong: Option<Bytes>,
     /// The client closed, with this status code.
-    pub close: Option<Option<u16>>,
+    pub(crate) close: Option<Option<u16>>,
     /// The connection is over (end of stream, an error, a protocol violation).
-    pub end: Option<End>,
+    pub(crate) end: Option<End>,
 }
 
 /// Reads per wake-up at most this many chunks: a client that floods us cannot keep the task

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 /// One config's JSON (UTF-8, encoded once), ready to be a message or an HTTP body without
 /// copying.
-pub type Frame = Bytes;
+pub(crate) type Frame = Bytes;
 
 /// One version of one config id, shared by every client that is sent it.
 #[derive(Debug)]
@@ -36,9 +36,9 @@ pub struct Snapshot {
     /// The wire form of `config`, encoded once.
     pub json: Frame,
     /// This is the zero config pushed once when the id was deleted.
-    pub deleted: bool,
+    pub(crate) deleted: bool,
     /// When the store took this version: the start of its push and ack times.
-    pub stored_at: Instant,
+    pub(crate) stored_at: Instant,
     /// Clients on a node get a copy patched with its address: a config with the node-address
     /// placeholder, never a deletion (as upstream).
     per_node: bool,
@@ -54,7 +54,7 @@ pub struct Snapshot {
 
 /// How a transport puts a config on the wire beyond the JSON itself (a WebSocket frame, a
 /// protobuf message): implemented by each transport, for its own unit type.
-pub trait Encoding: 'static {
+pub(crate) trait Encoding: 'static {
     /// The wire form of `json`, one variant of `snapshot`.
     fn encode(snapshot: &Snapshot, json: &Frame) -> Bytes;
 }
@@ -65,8 +65,8 @@ const ENCODING_SLOTS: usize = 2;
 
 /// One wire form of a snapshot: the config as published, or patched for a node.
 #[derive(Debug, Clone)]
-pub struct Variant {
-    pub frame: Frame,
+pub(crate) struct Variant {
+    pub(crate) frame: Frame,
     patch: Patch,
 }
 
@@ -94,7 +94,7 @@ impl Snapshot {
     }
 
     /// The zero config of `id`: what clients are sent when the id is deleted.
-    pub fn zero(id: &ConfigId) -> Arc<Self> {
+    pub(crate) fn zero(id: &ConfigId) -> Arc<Self> {
         let config = StunnerConfig::zero(&id.to_string());
         Arc::new(Snapshot::new(id.clone(), Version::of(&config), config, true))
     }
@@ -102,23 +102,23 @@ impl Snapshot {
     /// The bytes for a client on `node`: the node-address placeholder replaced by the node's
     /// external address, or by `$STUNNER_ADDR` when the node has none (cds-protocol.md §7).
     /// Deletions are never patched, as upstream.
-    pub fn frame_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Frame {
+    pub(crate) fn frame_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Frame {
         self.variant_for(node, nodes).frame
     }
 
     /// The config as published, unpatched.
-    pub fn plain(&self) -> Variant {
+    pub(crate) fn plain(&self) -> Variant {
         Variant { frame: self.json.clone(), patch: None }
     }
 
     /// Whether clients on a node get this snapshot patched for it (else the node table is
     /// never read for it).
-    pub fn is_per_node(&self) -> bool {
+    pub(crate) fn is_per_node(&self) -> bool {
         self.per_node
     }
 
     /// [`Self::frame_for`], with what the frame was patched with, for [`Self::encoded`].
-    pub fn variant_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Variant {
+    pub(crate) fn variant_for(&self, node: Option<&str>, nodes: &NodeAddresses) -> Variant {
         let Some(node) = node.filter(|_| self.per_node) else { return self.plain() };
         let addr = nodes.get(node);
         let mut cache = self.patched.lock().expect("patch cache lock");
@@ -129,7 +129,7 @@ impl Snapshot {
 
     /// `variant` (one of this snapshot's) in encoding `E`, made on first use and shared by
     /// every client sent the same variant afterwards.
-    pub fn encoded<E: Encoding>(&self, variant: &Variant) -> Bytes {
+    pub(crate) fn encoded<E: Encoding>(&self, variant: &Variant) -> Bytes {
         let kind = TypeId::of::<E>();
         let encode = || E::encode(self, &variant.frame);
         if variant.patch.is_none() {
@@ -155,7 +155,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub fn matches(&self, id: &ConfigId) -> bool {
+    pub(crate) fn matches(&self, id: &ConfigId) -> bool {
         match self {
             Scope::All => true,
             Scope::Namespace(ns) => id.namespace == *ns,
@@ -287,7 +287,7 @@ impl ConfigStore {
         self.changes.subscribe()
     }
 
-    pub fn license(&self) -> LicenseStatus {
+    pub(crate) fn license(&self) -> LicenseStatus {
         self.license.read().expect("license lock").clone()
     }
 

@@ -13,9 +13,9 @@ use tokio::sync::watch;
 /// One config to send a client: a version of a config id, in the form this client gets it
 /// (patched for its node where that applies).
 #[derive(Debug, Clone)]
-pub struct Update {
-    pub snapshot: Arc<Snapshot>,
-    pub variant: Variant,
+pub(crate) struct Update {
+    pub(crate) snapshot: Arc<Snapshot>,
+    pub(crate) variant: Variant,
 }
 
 impl Update {
@@ -24,19 +24,19 @@ impl Update {
     }
 
     /// The config JSON, as sent on the WebSocket API.
-    pub fn frame(&self) -> &Frame {
+    pub(crate) fn frame(&self) -> &Frame {
         &self.variant.frame
     }
 }
 
 /// What a client already holds: configs at these versions are not sent to it again.
-pub type Held = BTreeMap<ConfigId, Version>;
+pub(crate) type Held = BTreeMap<ConfigId, Version>;
 
 /// The store went away (the server is shutting down).
 #[derive(Debug)]
-pub struct StoreClosed;
+pub(crate) struct StoreClosed;
 
-pub struct Watch {
+pub(crate) struct Watch {
     store: Arc<ConfigStore>,
     feed: Feed,
 }
@@ -59,7 +59,8 @@ enum Feed {
 impl Watch {
     /// Subscribes to `scope` and returns the watch with the initial snapshot to send first:
     /// one frame per stored config in scope (none if a single id does not exist yet).
-    pub fn new(store: Arc<ConfigStore>, scope: Scope, node: Option<String>) -> (Self, Vec<Frame>) {
+    #[cfg(test)]
+    pub(crate) fn new(store: Arc<ConfigStore>, scope: Scope, node: Option<String>) -> (Self, Vec<Frame>) {
         let (watch, initial) = Self::resume(store, scope, node, &Held::new());
         (watch, initial.into_iter().map(|u| u.variant.frame).collect())
     }
@@ -67,7 +68,12 @@ impl Watch {
     /// [`Self::new`] for a client that already holds some configs: a config in scope at the
     /// version the client holds is not sent; one it holds that is no longer stored is sent as
     /// a deletion (the zero config), unless what it holds is that zero config.
-    pub fn resume(store: Arc<ConfigStore>, scope: Scope, node: Option<String>, held: &Held) -> (Self, Vec<Update>) {
+    pub(crate) fn resume(
+        store: Arc<ConfigStore>,
+        scope: Scope,
+        node: Option<String>,
+        held: &Held,
+    ) -> (Self, Vec<Update>) {
         let wanted = |s: &Snapshot| held.get(&s.id) != Some(&s.version);
         let gone = |id: &ConfigId| {
             let held = held.get(id)?;
@@ -105,7 +111,8 @@ impl Watch {
     }
 
     /// Waits for the next change in scope and returns the frames to send for it.
-    pub async fn next(&mut self) -> Result<Vec<Frame>, StoreClosed> {
+    #[cfg(test)]
+    pub(crate) async fn next(&mut self) -> Result<Vec<Frame>, StoreClosed> {
         let mut updates = Vec::new();
         self.next_updates(&mut updates).await?;
         Ok(updates.into_iter().map(|u| u.variant.frame).collect())
@@ -113,7 +120,7 @@ impl Watch {
 
     /// [`Self::next`] with the version of each frame, added to `out` (a session's reused
     /// queue: a push allocates nothing). Cancel-safe: `out` changes only when it returns.
-    pub async fn next_updates(&mut self, out: &mut impl Extend<Update>) -> Result<(), StoreClosed> {
+    pub(crate) async fn next_updates(&mut self, out: &mut impl Extend<Update>) -> Result<(), StoreClosed> {
         loop {
             match &mut self.feed {
                 Feed::One { rx, node_rx, .. } => match node_rx {
@@ -133,7 +140,7 @@ impl Watch {
 
     /// [`Self::next_updates`] without waiting, for a fan-out loop that was told this watch's
     /// scope changed: adds what is due now to `out` and says whether there was anything.
-    pub fn poll_updates(&mut self, out: &mut impl Extend<Update>) -> Result<bool, StoreClosed> {
+    pub(crate) fn poll_updates(&mut self, out: &mut impl Extend<Update>) -> Result<bool, StoreClosed> {
         let changed = match &self.feed {
             Feed::One { rx, node_rx, .. } => {
                 rx.has_changed().map_err(|_| StoreClosed)?
@@ -169,7 +176,7 @@ impl Watch {
     }
 
     /// The scope this watch follows.
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         match &self.feed {
             Feed::One { id, .. } => Scope::Config(id.clone()),
             Feed::Many { scope, .. } => scope.clone(),
@@ -177,7 +184,7 @@ impl Watch {
     }
 
     /// Whether this watch follows the node table (its client's config is patched for its node).
-    pub fn has_node(&self) -> bool {
+    pub(crate) fn has_node(&self) -> bool {
         matches!(&self.feed, Feed::One { node: Some(_), .. })
     }
 }

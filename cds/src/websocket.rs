@@ -20,21 +20,21 @@ const OP_PONG: u8 = 0xA;
 const MAX_CONTROL_PAYLOAD: usize = 125;
 
 /// Close status codes we send (RFC 6455 §7.4.1).
-pub const CLOSE_PROTOCOL_ERROR: u16 = 1002;
-pub const CLOSE_TOO_BIG: u16 = 1009;
+pub(crate) const CLOSE_PROTOCOL_ERROR: u16 = 1002;
+pub(crate) const CLOSE_TOO_BIG: u16 = 1009;
 
 /// An unfragmented, unmasked text frame carrying `payload`.
-pub fn text_frame(payload: &[u8]) -> Bytes {
+pub(crate) fn text_frame(payload: &[u8]) -> Bytes {
     frame(OP_TEXT, payload)
 }
 
 /// A Ping with `payload` (at most 125 bytes).
-pub fn ping_frame(payload: &'static [u8]) -> Bytes {
+pub(crate) fn ping_frame(payload: &'static [u8]) -> Bytes {
     frame(OP_PING, payload)
 }
 
 /// A Close frame: empty, or with a status code.
-pub fn close_frame(code: Option<u16>) -> Bytes {
+pub(crate) fn close_frame(code: Option<u16>) -> Bytes {
     match code {
         Some(code) => frame(OP_CLOSE, &code.to_be_bytes()),
         None => frame(OP_CLOSE, &[]),
@@ -90,7 +90,7 @@ pub enum ProtocolError {
 }
 
 impl ProtocolError {
-    pub fn close_code(self) -> u16 {
+    pub(crate) fn close_code(self) -> u16 {
         match self {
             ProtocolError::TooBig => CLOSE_TOO_BIG,
             _ => CLOSE_PROTOCOL_ERROR,

@@ -32,7 +32,7 @@ const YIELD_THRESHOLD_BYTES: usize = 32 * 1024;
 
 /// [`tonic_prost::ProstCodec`] with the buffer sizes above.
 #[derive(Debug, Clone, Copy)]
-pub struct SmallBufferCodec<T, U>(PhantomData<(T, U)>);
+pub(crate) struct SmallBufferCodec<T, U>(PhantomData<(T, U)>);
 
 impl<T, U> Default for SmallBufferCodec<T, U> {
     fn default() -> Self {

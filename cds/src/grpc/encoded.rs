@@ -37,7 +37,7 @@ impl prost::Message for Encoded {
 }
 
 /// The gRPC encoding of a snapshot variant: its `ConfigUpdate` message.
-pub struct GrpcUpdate;
+pub(crate) struct GrpcUpdate;
 
 impl Encoding for GrpcUpdate {
     fn encode(snapshot: &Snapshot, json: &Frame) -> Bytes {

@@ -15,7 +15,7 @@ use tonic::Status;
 pub struct ConnectionWatches(Arc<Semaphore>);
 
 impl ConnectionWatches {
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         ConnectionWatches(Arc::new(Semaphore::new(limit)))
     }
 }
@@ -36,13 +36,13 @@ pub(super) struct WatchSlots {
 }
 
 impl WatchLimits {
-    pub fn new(max_watches: usize, max_watches_per_connection: usize) -> Self {
+    pub(crate) fn new(max_watches: usize, max_watches_per_connection: usize) -> Self {
         WatchLimits { server: Arc::new(Semaphore::new(max_watches)), max_watches, max_watches_per_connection }
     }
 
     /// Takes a slot on `connection` (absent for a call that did not come through the CDS
     /// listener) and one on the server, or says which limit was reached.
-    pub fn admit(&self, connection: Option<&ConnectionWatches>) -> Result<WatchSlots, Status> {
+    pub(crate) fn admit(&self, connection: Option<&ConnectionWatches>) -> Result<WatchSlots, Status> {
         let connection = match connection {
             Some(c) => Some(c.0.clone().try_acquire_owned().map_err(|_| {
                 Status::resource_exhausted(format!(

@@ -26,7 +26,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 /// The service, cheap to clone.
 #[derive(Clone)]
-pub struct ConfigDiscovery {
+pub(crate) struct ConfigDiscovery {
     store: Arc<ConfigStore>,
     metrics: CdsMetrics,
     clients: Arc<ClientTable>,
@@ -39,7 +39,7 @@ pub struct ConfigDiscovery {
 }
 
 impl ConfigDiscovery {
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<ConfigStore>,
         metrics: CdsMetrics,
         clients: Arc<ClientTable>,

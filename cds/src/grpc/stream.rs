@@ -37,7 +37,7 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
-    pub fn new(
+    pub(crate) fn new(
         watch: Watch,
         initial: Vec<Update>,
         client: Registration,
@@ -49,7 +49,7 @@ impl Outbound {
         Outbound { watch, pending: initial.into(), client, acks, _slots: slots, shutdown, metrics, done: false }
     }
 
-    pub fn into_stream(self) -> impl Stream<Item = Result<Encoded, Status>> + Send {
+    pub(crate) fn into_stream(self) -> impl Stream<Item = Result<Encoded, Status>> + Send {
         futures_util::stream::unfold(self, |mut out| async move { out.next().await.map(|item| (item, out)) })
     }
 
@@ -94,7 +94,7 @@ pub(super) struct AckReader {
 
 impl AckReader {
     /// Starts the reader on `tasks` (the listener's).
-    pub fn spawn(tasks: &TaskTracker, inbound: Streaming<proto::WatchRequest>, client: Arc<Client>) -> Self {
+    pub(crate) fn spawn(tasks: &TaskTracker, inbound: Streaming<proto::WatchRequest>, client: Arc<Client>) -> Self {
         let (errors_tx, errors_rx) = oneshot::channel();
         AckReader { errors: Some(errors_rx), task: tasks.spawn(read_acks(inbound, client, errors_tx)) }
     }
