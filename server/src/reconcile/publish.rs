@@ -1,12 +1,14 @@
-//! Publication of a render's results: configs to the CDS store (or to wait for their
-//! Service), owned objects and statuses to the writer, statuses to the board.
+//! Publication of a render's results: configs to the CDS store (or, in a cluster, to wait for
+//! their Service), owned objects and statuses where the mode puts them ([`Apply`]), statuses
+//! to the board.
 //!
-//! A [`Publisher`] borrows only the outputs and the service wait, apart from the index the
-//! render reads: as the render's sink, it publishes each result while the render goes on.
+//! A [`Publisher`] borrows only the outputs, apart from the index the render reads: as the
+//! render's sink, it publishes each result while the render goes on.
+//!
+//! [`Apply`]: crate::pipeline::apply::Apply
 
 use super::Reconciler;
-use super::service_wait::{SERVICE_WAIT, ServiceWait};
-use crate::pipeline::Outputs;
+use crate::pipeline::{ConfigSink, Outputs};
 use k8s_openapi::api::core::v1::ConfigMap;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
@@ -17,48 +19,21 @@ use stunner_gateway_k8s::ops;
 
 /// Where a render's results go.
 pub(super) struct Publisher<'a> {
-    pub outputs: &'a Outputs,
-    /// Cluster mode: configs waiting for their Gateway's Service.
-    pub service_wait: Option<&'a mut ServiceWait>,
+    pub outputs: &'a mut Outputs,
     /// What the watchers saw: the writer skips writes already in place.
     pub index: &'a Index,
 }
 
 impl Reconciler {
     pub(super) fn publisher(&mut self) -> Publisher<'_> {
-        Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index }
+        Publisher { outputs: &mut self.outputs, index: &self.index }
     }
 
     /// Publishes the configs whose wait for their Service ran out, and writes the statuses
     /// held with them.
     pub(super) fn publish_expired(&mut self) {
-        let Some(wait) = &mut self.service_wait else { return };
-        for (key, config, status) in wait.expired() {
-            tracing::info!(gateway = %key, bound = ?SERVICE_WAIT, "the Gateway's Service did not come back in time");
-            upsert(&self.outputs, &key, config);
-            if let Some(writer) = &self.outputs.writer {
-                let status_only = GatewayOutput { status, ..GatewayOutput::default() };
-                writer.stage(ops::gateway_ops(&key, &status_only), &self.index);
-            }
-        }
-    }
-}
-
-impl Reconciler {
-    /// Hands what the last render or expired wait staged to the writer, all together: the
-    /// writer then writes its statuses before its objects (see `cluster::queue`).
-    pub(super) fn flush_writes(&self) {
-        if let Some(writer) = &self.outputs.writer {
-            writer.flush();
-        }
-    }
-}
-
-impl Publisher<'_> {
-    fn submit(&self, ops: impl IntoIterator<Item = (ops::Target, ops::Op)>) {
-        if let Some(writer) = &self.outputs.writer {
-            writer.stage(ops, self.index);
-        }
+        let store = &*self.outputs.store;
+        self.outputs.apply.publish_expired(&self.index, |key, config| upsert(store, key, config));
     }
 }
 
@@ -75,25 +50,15 @@ impl RenderSink for Publisher<'_> {
         // The writer never reads configs: taken here, the rest goes to it below.
         match std::mem::replace(&mut gw.config, Owned::Keep) {
             Owned::Apply(config) => {
-                let admitted = match &mut self.service_wait {
-                    Some(wait) => wait.admit(&key, config, &gw.service, self.index),
-                    None => Some(config),
-                };
-                match admitted {
-                    Some(config) => upsert(self.outputs, &key, config),
-                    None => {
-                        tracing::debug!(gateway = %key, "config waits for the Gateway's Service");
-                        // And so does its status, not to be written twice (see service_wait).
-                        if let (Some(wait), Some(status)) = (&mut self.service_wait, gw.status.take()) {
-                            gw.status = wait.hold_status(&key, status);
-                        }
-                    }
+                // A held config's status waits with it, not to be written twice (see
+                // `ServiceWait`).
+                match self.outputs.apply.admit(&key, config, &gw.service, &mut gw.status, self.index) {
+                    Some(config) => upsert(&*self.outputs.store, &key, config),
+                    None => tracing::debug!(gateway = %key, "config waits for the Gateway's Service"),
                 }
             }
             Owned::Delete => {
-                if let Some(wait) = &mut self.service_wait {
-                    wait.forget(&key);
-                }
+                self.outputs.apply.forget(&key);
                 // The id the store filed the config under: parsed from its `admin.name`,
                 // the key as text. Built from the key's parts instead, a namespace holding
                 // a `/` (no API server allows one) named an id that was never stored, and
@@ -105,26 +70,26 @@ impl RenderSink for Publisher<'_> {
             }
             Owned::Keep => {}
         }
-        self.submit(ops::gateway_ops(&key, &gw));
+        self.outputs.apply.write(|| ops::gateway_ops(&key, &gw), self.index);
     }
 
     fn route(&mut self, r: ObjRef, status: UdpRouteStatus) {
-        self.submit([ops::route_op(&r, &status)]);
+        self.outputs.apply.write(|| [ops::route_op(&r, &status)], self.index);
         self.show_status(r.kind, &r.key.namespace, &r.key.name, &status);
     }
 
     fn class(&mut self, name: String, status: GatewayClassStatus) {
-        self.submit([ops::class_op(&name, &status)]);
+        self.outputs.apply.write(|| [ops::class_op(&name, &status)], self.index);
         self.show_status(Kind::GatewayClass, "", &name, &status);
     }
 
     fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
-        self.submit(ops::config_map_op(&key, &config_map));
+        self.outputs.apply.write(|| ops::config_map_op(&key, &config_map), self.index);
     }
 }
 
-fn upsert(outputs: &Outputs, key: &ObjectKey, config: StunnerConfig) {
-    if let Some(version) = outputs.store.upsert(config) {
+fn upsert(store: &dyn ConfigSink, key: &ObjectKey, config: StunnerConfig) {
+    if let Some(version) = store.upsert(config) {
         tracing::info!(gateway = %key, %version, "config updated");
     }
 }
