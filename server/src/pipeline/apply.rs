@@ -14,8 +14,7 @@ use super::service_wait::{SERVICE_WAIT, ServiceWait};
 use k8s_openapi::api::core::v1::Service;
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Change, Index, ObjRef, ObjectKey, Resource};
-use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput};
-use stunner_gateway::resources::GatewayStatus;
+use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, SerializedStatus};
 use stunner_gateway_k8s::ops::{self, Op, Target};
 use stunner_gateway_k8s::writer::Writer;
 use tokio::time::Instant;
@@ -83,7 +82,7 @@ impl Apply {
         key: &ObjectKey,
         config: StunnerConfig,
         service: &Owned<Service>,
-        status: &mut Option<GatewayStatus>,
+        status: &mut Option<SerializedStatus>,
         index: &Index,
     ) -> Option<StunnerConfig> {
         let Apply::Cluster { service_wait, .. } = self else { return Some(config) };
@@ -129,8 +128,7 @@ impl Apply {
         for (key, config, status) in service_wait.expired() {
             tracing::info!(gateway = %key, bound = ?SERVICE_WAIT, "the Gateway's Service did not come back in time");
             publish(&key, config);
-            let status_only = GatewayOutput { status, ..GatewayOutput::default() };
-            writer.stage(ops::gateway_ops(&key, &status_only), index);
+            writer.stage(status.and_then(ops::status_op), index);
         }
     }
 

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey};
-use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderSink};
+use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderSink, SerializedStatus};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 use stunner_gateway_k8s::ops;
 
@@ -39,8 +39,10 @@ impl Reconciler {
 
 impl RenderSink for Publisher<'_> {
     fn gateway(&mut self, key: ObjectKey, mut gw: GatewayOutput) {
-        if let Some(status) = &gw.status {
-            let changed = self.show_status(Kind::Gateway, &key.namespace, &key.name, status);
+        let object = ObjRef::new(Kind::Gateway, key.clone());
+        let mut status = gw.status.take().map(|status| SerializedStatus::new(object, &status));
+        if let Some(status) = &status {
+            let changed = self.show_status(status);
             // Said once per change, like the status line, but at WARN with what to fix.
             if let Some(invalid) = gw.invalid_config.as_ref().filter(|_| changed) {
                 let InvalidConfig { config, field, message } = invalid;
@@ -52,7 +54,7 @@ impl RenderSink for Publisher<'_> {
             Owned::Apply(config) => {
                 // A held config's status waits with it, not to be written twice (see
                 // `ServiceWait`).
-                match self.outputs.apply.admit(&key, config, &gw.service, &mut gw.status, self.index) {
+                match self.outputs.apply.admit(&key, config, &gw.service, &mut status, self.index) {
                     Some(config) => upsert(&*self.outputs.store, &key, config),
                     None => tracing::debug!(gateway = %key, "config waits for the Gateway's Service"),
                 }
@@ -70,21 +72,28 @@ impl RenderSink for Publisher<'_> {
             }
             Owned::Keep => {}
         }
-        self.outputs.apply.write(|| ops::gateway_ops(&key, &gw), self.index);
+        let ops = || status.and_then(ops::status_op).into_iter().chain(ops::owned_ops(&key, &gw));
+        self.outputs.apply.write(ops, self.index);
     }
 
     fn route(&mut self, r: ObjRef, status: UdpRouteStatus) {
-        self.outputs.apply.write(|| [ops::route_op(&r, &status)], self.index);
-        self.show_status(r.kind, &r.key.namespace, &r.key.name, &status);
+        self.status(SerializedStatus::new(r, &status));
     }
 
     fn class(&mut self, name: String, status: GatewayClassStatus) {
-        self.outputs.apply.write(|| [ops::class_op(&name, &status)], self.index);
-        self.show_status(Kind::GatewayClass, "", &name, &status);
+        self.status(SerializedStatus::new(ObjRef::new(Kind::GatewayClass, ObjectKey::cluster(name)), &status));
     }
 
     fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
         self.outputs.apply.write(|| ops::config_map_op(&key, &config_map), self.index);
+    }
+}
+
+impl Publisher<'_> {
+    /// A route's or a class's status: shown, and written where the mode writes statuses.
+    fn status(&mut self, status: SerializedStatus) {
+        self.show_status(&status);
+        self.outputs.apply.write(|| ops::status_op(status), self.index);
     }
 }
 
