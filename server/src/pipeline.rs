@@ -7,8 +7,8 @@
 //! [`Input`]: stunner_gateway::index::Input
 
 pub mod apply;
-pub mod owned;
-pub mod service_wait;
+pub(crate) mod owned;
+pub(crate) mod service_wait;
 
 use crate::admin::Readiness;
 use crate::metrics::OperatorMetrics;

@@ -19,8 +19,12 @@ use stunner_gateway_k8s::ops::{self, Op, Target};
 use stunner_gateway_k8s::writer::Writer;
 use tokio::time::Instant;
 
-/// Where owned objects and statuses go.
-pub enum Apply {
+/// Where owned objects and statuses go. Its `Mode` is private: nothing outside this module
+/// can ask which mode it is.
+pub struct Apply(Mode);
+
+/// The mode, and what each needs.
+enum Mode {
     /// To the API server, through the writer's queue; configs wait for their Service.
     Cluster { writer: Writer, service_wait: ServiceWait },
     /// Into the index, as if applied and watched back.
@@ -30,24 +34,24 @@ pub enum Apply {
 impl Apply {
     /// Cluster mode: `writer` writes what the render loop queues.
     pub fn cluster(writer: Writer) -> Self {
-        Apply::Cluster { writer, service_wait: ServiceWait::new(SERVICE_WAIT) }
+        Apply(Mode::Cluster { writer, service_wait: ServiceWait::new(SERVICE_WAIT) })
     }
 
     /// Standalone mode.
     pub fn standalone() -> Self {
-        Apply::Standalone { owned: OwnedObjects::default() }
+        Apply(Mode::Standalone { owned: OwnedObjects::default() })
     }
 
     /// `RenderSettings::held_deployments_only`: standalone mode runs no dataplane, so only a
     /// Deployment the manifests hold takes ours (see [`OwnedObjects`]).
     pub fn held_deployments_only(&self) -> bool {
-        matches!(self, Apply::Standalone { .. })
+        matches!(self.0, Mode::Standalone { .. })
     }
 
     /// What the watchers saw, each object as it is now (`None`: deleted), told before it
     /// reaches the index: the writer skips writes already in place (`Writer::observe`).
     pub(crate) fn observe<'a>(&self, seen: impl IntoIterator<Item = (ObjRef, Option<&'a Resource>)>) {
-        if let Apply::Cluster { writer, .. } = self {
+        if let Mode::Cluster { writer, .. } = &self.0 {
             writer.observe(seen);
         }
     }
@@ -55,7 +59,7 @@ impl Apply {
     /// Just before a source's `change` reaches `index`: standalone, what the operator applied
     /// to the object is kept until others change it.
     pub(crate) fn before_change(&mut self, index: &Index, change: &Change) {
-        if let Apply::Standalone { owned } = self {
+        if let Mode::Standalone { owned } = &mut self.0 {
             owned.before_outside_change(index, change);
         }
     }
@@ -69,7 +73,7 @@ impl Apply {
         gw: &GatewayOutput,
         changes: &mut Vec<Change>,
     ) {
-        if let Apply::Standalone { owned } = self {
+        if let Mode::Standalone { owned } = &mut self.0 {
             changes.extend(owned.changes(index, key, gw));
         }
     }
@@ -85,7 +89,7 @@ impl Apply {
         status: &mut Option<SerializedStatus>,
         index: &Index,
     ) -> Option<StunnerConfig> {
-        let Apply::Cluster { service_wait, .. } = self else { return Some(config) };
+        let Mode::Cluster { service_wait, .. } = &mut self.0 else { return Some(config) };
         let admitted = service_wait.admit(key, config, service, index);
         if admitted.is_none()
             && let Some(held) = status.take()
@@ -97,7 +101,7 @@ impl Apply {
 
     /// Gateway `key` has no config any more.
     pub(crate) fn forget(&mut self, key: &ObjectKey) {
-        if let Apply::Cluster { service_wait, .. } = self {
+        if let Mode::Cluster { service_wait, .. } = &mut self.0 {
             service_wait.forget(key);
         }
     }
@@ -108,23 +112,23 @@ impl Apply {
     where
         I: IntoIterator<Item = (Target, Op)>,
     {
-        if let Apply::Cluster { writer, .. } = self {
+        if let Mode::Cluster { writer, .. } = &self.0 {
             writer.stage(ops(), index);
         }
     }
 
     /// When the first config waiting for its Service is due.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        match self {
-            Apply::Cluster { service_wait, .. } => service_wait.next_deadline(),
-            Apply::Standalone { .. } => None,
+        match &self.0 {
+            Mode::Cluster { service_wait, .. } => service_wait.next_deadline(),
+            Mode::Standalone { .. } => None,
         }
     }
 
     /// Hands each config whose wait for its Service ran out to `publish`, and stages the
     /// status held with it.
     pub(crate) fn publish_expired(&mut self, index: &Index, mut publish: impl FnMut(&ObjectKey, StunnerConfig)) {
-        let Apply::Cluster { writer, service_wait } = self else { return };
+        let Mode::Cluster { writer, service_wait } = &mut self.0 else { return };
         for (key, config, status) in service_wait.expired() {
             tracing::info!(gateway = %key, bound = ?SERVICE_WAIT, "the Gateway's Service did not come back in time");
             publish(&key, config);
@@ -135,7 +139,7 @@ impl Apply {
     /// Hands what the last render or expired wait staged to the writer, all together: the
     /// writer then writes its statuses before its objects (see `stunner_gateway_k8s::queue`).
     pub(crate) fn flush(&self) {
-        if let Apply::Cluster { writer, .. } = self {
+        if let Mode::Cluster { writer, .. } = &self.0 {
             writer.flush();
         }
     }
@@ -143,7 +147,7 @@ impl Apply {
     /// `--enable-finalizer` at exit: in a cluster, queues what `finalize` renders (every class
     /// of ours invalidated, their dataplanes removed) for the writer.
     pub(crate) fn finalize(&self, index: &Index, finalize: impl FnOnce() -> RenderOutput) {
-        if let Apply::Cluster { writer, .. } = self {
+        if let Mode::Cluster { writer, .. } = &self.0 {
             let output = finalize();
             tracing::info!(
                 gateways = output.gateways.len(),
