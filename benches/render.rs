@@ -38,6 +38,9 @@
 //! from 1 to 64 MiB ([`load_latency_ns`]): how much data a render may read and still find it in a
 //! cache here.
 
+#[path = "support/report.rs"]
+mod report;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -559,6 +562,7 @@ fn main() {
     let lines = 1000;
     assert_eq!(cycle_length(&random_line_cycle(lines)), lines, "the latency probe's chase reads every line once");
     let full = args.iter().any(|a| a == "--bench");
+    let mut report = report::Report::new("render", json!({ "implementation": "ours" }));
     let (sizes, many): (&[usize], usize) = if full { (&[1, 8, 64, 512, 1024, 4096], 5000) } else { (&[1, 8], 50) };
     for &n in sizes {
         let index = index(n);
@@ -598,6 +602,18 @@ fn main() {
             assert_eq!(render_standalone(&settled, &standalone_settings, &now), 0, "nothing held once settled");
         });
         let micros = |t: Duration| t.as_secs_f64() * 1e6 / n as f64;
+        report.row(json!({
+            "of": "full render",
+            "combos": n,
+            "ms": streamed.as_secs_f64() * 1e3,
+            "us_per_gateway": {
+                "handed_on": micros(streamed),
+                "kept_whole": micros(kept),
+                "settled_handed_on": micros(handed_on_settled),
+                "settled_standalone": micros(standalone),
+            },
+            "allocations_per_gateway": per_gateway,
+        }));
         println!(
             "full render, {n:>5} combos: {:>10.3} ms ({:.1} µs/gateway handed on; kept whole: {:.1} µs/gateway; settled: {:.1} µs/gateway handed on, {:.1} standalone; {:.1} allocations/gateway)",
             streamed.as_secs_f64() * 1e3,
@@ -616,6 +632,12 @@ fn main() {
         let accepted = |c: &Condition| c.type_ == "Accepted" && c.status == "True";
         assert!(out.routes.values().all(|r| r.parents.len() == 1 && r.parents[0].conditions.iter().any(accepted)));
         let t = measure(|| drop(black_box(render_all(&index, &settings, &now))));
+        report.row(json!({
+            "of": "upstream shape",
+            "combos": n,
+            "ms": t.as_secs_f64() * 1e3,
+            "us_per_gateway": t.as_secs_f64() * 1e6 / n as f64,
+        }));
         println!(
             "upstream shape, {n:>3} combos: {:.3} ms ({:.1} µs/gateway)",
             t.as_secs_f64() * 1e3,
@@ -632,5 +654,6 @@ fn main() {
         assert_eq!(out.gateways.len(), 1);
         black_box(out);
     });
+    report.row(json!({ "of": "incremental", "gateways": many, "us": t.as_secs_f64() * 1e6 }));
     println!("incremental, 1 EndpointSlice among {many} Gateways (apply + render): {:.1} µs", t.as_secs_f64() * 1e6);
 }

@@ -13,12 +13,12 @@ pub mod metrics;
 pub mod nodes;
 pub mod ops;
 pub mod owned_fields;
-pub mod pods;
-pub mod queue;
+mod pods;
+mod queue;
 pub mod review;
-pub mod served;
-pub mod source;
-pub mod translate;
+mod served;
+mod source;
+mod translate;
 pub mod writer;
 
 /// The API client the daemon holds in cluster mode, to hand back to these adapters.

@@ -17,7 +17,12 @@ use stunner_gateway::index::Resource;
 /// `Some(version)` if `live` (the object of `target`, `None` if absent), of which our field
 /// manager owns `owned` in `target`'s scope, already is what `op` would make it, at that
 /// resourceVersion (`None`: absent, for a delete).
-pub fn matches(live: Option<&Resource>, owned: Option<&FieldSet>, target: &Target, op: &Op) -> Option<Option<String>> {
+pub(crate) fn matches(
+    live: Option<&Resource>,
+    owned: Option<&FieldSet>,
+    target: &Target,
+    op: &Op,
+) -> Option<Option<String>> {
     match (op, live) {
         // Absent means deleted only for kinds the watchers see.
         (Op::Delete, None) if target.kind.watched().is_some() => Some(None),

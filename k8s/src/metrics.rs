@@ -28,42 +28,42 @@ pub fn unix_now() -> f64 {
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)] // label values are upstream's lower-case words
-pub enum UpdateResult {
+pub(crate) enum UpdateResult {
     success,
     error,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct UpdateLabels {
-    pub result: UpdateResult,
+pub(crate) struct UpdateLabels {
+    pub(crate) result: UpdateResult,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceOperationLabels {
+pub(crate) struct ResourceOperationLabels {
     /// `spec` or `status`.
-    pub scope: String,
+    pub(crate) scope: String,
     /// The Kubernetes kind, e.g. `Service`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// `attempt`, `created`, `updated`, `updatedStatus`, `none`, `suppressed`, `error`, ...
-    pub operation: String,
+    pub(crate) operation: String,
 }
 
 /// The `name` label of controller-runtime's `leader_election_master_status`: the lease.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LeaderLabels {
-    pub name: &'static str,
+pub(crate) struct LeaderLabels {
+    pub(crate) name: &'static str,
 }
 
 #[derive(Clone)]
 pub struct WriterMetrics {
-    pub update: Family<UpdateLabels, Counter>,
-    pub update_errors: Counter,
-    pub update_time: Histogram,
-    pub resource_operations: Family<ResourceOperationLabels, Counter>,
-    pub updater_loop_last_active: FloatGauge,
+    pub(crate) update: Family<UpdateLabels, Counter>,
+    pub(crate) update_errors: Counter,
+    pub(crate) update_time: Histogram,
+    pub(crate) resource_operations: Family<ResourceOperationLabels, Counter>,
+    pub(crate) updater_loop_last_active: FloatGauge,
     /// 1 while this replica leads (it is the one that writes), 0 while it waits; absent in
     /// standalone mode, which writes nothing.
-    pub leader: Family<LeaderLabels, Gauge>,
+    pub(crate) leader: Family<LeaderLabels, Gauge>,
 }
 
 impl Default for WriterMetrics {
@@ -81,7 +81,7 @@ impl Default for WriterMetrics {
 
 impl WriterMetrics {
     /// Whether this replica leads now, in the election for `lease`.
-    pub fn set_leader(&self, lease: &'static str, leading: bool) {
+    pub(crate) fn set_leader(&self, lease: &'static str, leading: bool) {
         self.leader.get_or_create(&LeaderLabels { name: lease }).set(i64::from(leading));
     }
 

@@ -25,7 +25,7 @@ const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Resolves a host name to its first address (`Ok(None)`: the name has none).
-pub type Resolver = fn(&str) -> std::io::Result<Option<IpAddr>>;
+pub(crate) type Resolver = fn(&str) -> std::io::Result<Option<IpAddr>>;
 
 /// The system resolver (`getaddrinfo`), first address in its order.
 fn system_resolver(host: &str) -> std::io::Result<Option<IpAddr>> {
@@ -61,7 +61,7 @@ impl NodeFeed {
 
     /// A feed whose ExternalDNS names are resolved by `resolve` (tests of failing lookups,
     /// which the system resolver cannot fail without asking a DNS server).
-    pub fn with_resolver(table: Arc<NodeAddresses>, resolve: Resolver) -> Self {
+    pub(crate) fn with_resolver(table: Arc<NodeAddresses>, resolve: Resolver) -> Self {
         let lookups = Arc::new(Semaphore::new(PARALLEL_LOOKUPS));
         NodeFeed { shared: Arc::new(Shared { table, known: Mutex::default(), lookups, resolve }) }
     }

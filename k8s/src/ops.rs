@@ -25,7 +25,7 @@ pub enum WriteKind {
 }
 
 impl WriteKind {
-    pub const ALL: [WriteKind; 9] = [
+    pub(crate) const ALL: [WriteKind; 9] = [
         WriteKind::GatewayClass,
         WriteKind::Gateway,
         WriteKind::UdpRoute,
@@ -39,7 +39,7 @@ impl WriteKind {
 
     /// The index kind of written objects of this kind: every written kind but ConfigMaps
     /// (legacy mode's, which nothing reads back) is watched.
-    pub fn watched(self) -> Option<Kind> {
+    pub(crate) fn watched(self) -> Option<Kind> {
         Some(match self {
             WriteKind::GatewayClass => Kind::GatewayClass,
             WriteKind::Gateway => Kind::Gateway,
@@ -54,22 +54,22 @@ impl WriteKind {
     }
 
     /// The written kind that watched objects of `kind` are, if any.
-    pub fn of(kind: Kind) -> Option<WriteKind> {
+    pub(crate) fn of(kind: Kind) -> Option<WriteKind> {
         WriteKind::ALL.into_iter().find(|w| w.watched() == Some(kind))
     }
 
     /// The kind's API names, from the kind table (ConfigMaps from their type).
-    pub fn api(self) -> ApiResource {
+    pub(crate) fn api(self) -> ApiResource {
         self.watched().map_or_else(|| ApiResource::erase::<ConfigMap>(&()), Kind::api)
     }
 
     /// Whether objects of this kind live in a namespace (all written kinds but GatewayClasses).
-    pub fn is_namespaced(self) -> bool {
+    pub(crate) fn is_namespaced(self) -> bool {
         self.watched().is_none_or(|k| !k.is_cluster_scoped())
     }
 
     /// The kind name in metrics (both route flavours are `UDPRoute`, as upstream counts them).
-    pub fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         self.api().kind
     }
 }
@@ -84,7 +84,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Scope::Spec => "spec",
             Scope::Status => "status",
@@ -97,7 +97,7 @@ impl Scope {
 pub struct Target {
     pub scope: Scope,
     pub kind: WriteKind,
-    pub key: ObjectKey,
+    pub(crate) key: ObjectKey,
 }
 
 /// A write: a server-side apply of this body, or a delete.
@@ -109,7 +109,7 @@ pub enum Op {
 
 /// Every write `output` asks for, in no particular order: the queue writes in [`Target`]
 /// order.
-pub fn ops_of(output: &RenderOutput) -> Vec<(Target, Op)> {
+pub(crate) fn ops_of(output: &RenderOutput) -> Vec<(Target, Op)> {
     let classes = output.classes.iter().map(|(name, status)| {
         SerializedStatus::new(ObjRef::new(Kind::GatewayClass, ObjectKey::cluster(name.as_str())), status)
     });

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 /// One node of a field set.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FieldSet {
+pub(crate) enum FieldSet {
     /// A scalar, or an atomic list or map: owned as a whole.
     Leaf,
     /// A map or struct: the fields owned in it.
@@ -30,7 +30,7 @@ pub enum FieldSet {
 
 /// How a `FieldsV1` tree names a list element.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Item {
+pub(crate) enum Item {
     /// `k:{...}`: the element whose fields have these values.
     Key(Map<String, Value>),
     /// `v:<value>`: the element that is this value.
@@ -41,15 +41,15 @@ pub enum Item {
 
 /// What one field manager owns of one object: its spec-side apply and its status apply.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Owned {
-    pub main: Option<FieldSet>,
-    pub status: Option<FieldSet>,
+pub(crate) struct Owned {
+    pub(crate) main: Option<FieldSet>,
+    pub(crate) status: Option<FieldSet>,
 }
 
 impl Owned {
     /// The field sets `manager` applied to `entries` (server-side apply only: fields it set
     /// with an update are not removed by an apply, so they do not count).
-    pub fn of(entries: &[ManagedFieldsEntry], manager: &str) -> Owned {
+    pub(crate) fn of(entries: &[ManagedFieldsEntry], manager: &str) -> Owned {
         let mut owned = Owned::default();
         let ours = entries.iter().filter(|e| e.manager.as_deref() == Some(manager));
         for entry in ours.filter(|e| e.operation.as_deref() == Some("Apply")) {
@@ -62,15 +62,11 @@ impl Owned {
         }
         owned
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.main.is_none() && self.status.is_none()
-    }
 }
 
 impl FieldSet {
     /// Reads a `FieldsV1` tree; `None` if it is not one.
-    pub fn parse(value: &Value) -> Option<FieldSet> {
+    pub(crate) fn parse(value: &Value) -> Option<FieldSet> {
         let Value::Object(children) = value else { return None };
         let mut fields = BTreeMap::new();
         let mut items = Vec::new();
@@ -101,7 +97,7 @@ impl FieldSet {
     /// Whether applying `body` (a whole apply configuration) would own exactly these fields.
     /// The object's identity (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`) is
     /// never part of a field set.
-    pub fn is_set_by(&self, body: &Value) -> bool {
+    pub(crate) fn is_set_by(&self, body: &Value) -> bool {
         let Value::Object(top) = body else { return false };
         let mut fields = top.clone();
         fields.remove("apiVersion");
@@ -158,7 +154,7 @@ impl Item {
 }
 
 /// `false`, `0`, `""`, `[]` and `{}`: what Go's `omitempty` leaves out.
-pub fn is_zero(v: &Value) -> bool {
+pub(crate) fn is_zero(v: &Value) -> bool {
     match v {
         Value::Null => true,
         Value::Bool(b) => !b,
@@ -322,7 +318,8 @@ mod tests {
         let owned = Owned::of(&entries, "op");
         assert_eq!(owned.main, Some(fields(json!({"f:spec": {"f:z": {}}}))));
         assert_eq!(owned.status, Some(FieldSet::Fields([("status".to_string(), FieldSet::Leaf)].into())));
-        assert!(Owned::of(&entries, "nobody").is_empty());
+        let nobody = Owned::of(&entries, "nobody");
+        assert!(nobody.main.is_none() && nobody.status.is_none());
     }
 
     #[test]

@@ -19,12 +19,12 @@ use stunner_gateway_cds::authz::{DataplaneIndex, DataplanePod};
 use tokio_util::sync::CancellationToken;
 
 /// The label selector of the watch: what our Deployments' pod templates carry.
-pub fn selector() -> String {
+pub(crate) fn selector() -> String {
     format!("{APP_LABEL}={APP_VALUE},{RELATED_GATEWAY_NAME},{RELATED_GATEWAY_NAMESPACE}")
 }
 
 /// Follows the dataplane pods into `index` until `shutdown`. Errors are logged and retried.
-pub async fn follow(client: Client, index: Arc<DataplaneIndex>, shutdown: CancellationToken) {
+pub(crate) async fn follow(client: Client, index: Arc<DataplaneIndex>, shutdown: CancellationToken) {
     let api = Api::<Pod>::all(client);
     let config = watcher::Config::default().labels(&selector());
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
@@ -66,7 +66,7 @@ fn pod_name(pod: &Pod) -> &str {
 }
 
 /// The pod as the index keeps it, if it is a running pod of one of our dataplane Deployments.
-pub fn dataplane_pod(pod: &Pod) -> Option<DataplanePod> {
+pub(crate) fn dataplane_pod(pod: &Pod) -> Option<DataplanePod> {
     let labels = pod.metadata.labels.as_ref()?;
     let namespace = pod_namespace(pod);
     let gateway = labels.get(RELATED_GATEWAY_NAME)?;

@@ -24,7 +24,7 @@ use stunner_gateway::index::{ObjectKey, Resource, content_digest};
 /// leader wrote it), the entry is forgotten and the next render compares again: drift is
 /// repaired.
 #[derive(Debug, Default)]
-pub struct Queue {
+pub(crate) struct Queue {
     /// Submitted by a render still under way.
     staged: BTreeMap<Target, Op>,
     /// For the writer to take.
@@ -48,7 +48,7 @@ impl Queue {
     /// (and cancels a queued different one): `op` is what was last written, or, when this
     /// process has written nothing there since the watchers last showed the object, the
     /// object as `live` returns it (what the watchers saw) already is what `op` makes it.
-    pub fn submit(&mut self, target: Target, op: Op, live: impl FnOnce(&Target) -> Option<Resource>) -> bool {
+    pub(crate) fn submit(&mut self, target: Target, op: Op, live: impl FnOnce(&Target) -> Option<Resource>) -> bool {
         if self.is_written(&target, &op) {
             self.cancel(&target);
             return false;
@@ -69,7 +69,7 @@ impl Queue {
     }
 
     /// Hands what was staged to the writer; returns whether there was anything.
-    pub fn flush(&mut self) -> bool {
+    pub(crate) fn flush(&mut self) -> bool {
         let any = !self.staged.is_empty();
         self.pending.append(&mut self.staged);
         any
@@ -82,17 +82,17 @@ impl Queue {
 
     /// Whether `op` is what was last written to `target` (and the watchers showed nothing
     /// else since).
-    pub fn is_written(&self, target: &Target, op: &Op) -> bool {
+    pub(crate) fn is_written(&self, target: &Target, op: &Op) -> bool {
         self.applied.get(target).is_some_and(|(written, _)| *written == digest(op))
     }
 
     /// Takes every flushed write, in target order (statuses before objects, kinds in order).
-    pub fn take(&mut self) -> BTreeMap<Target, Op> {
+    pub(crate) fn take(&mut self) -> BTreeMap<Target, Op> {
         std::mem::take(&mut self.pending)
     }
 
     /// `op` was written, leaving the object at `version` (`None`: deleted).
-    pub fn written(&mut self, target: Target, op: &Op, version: Option<String>) {
+    pub(crate) fn written(&mut self, target: Target, op: &Op, version: Option<String>) {
         self.owned.remove(&target);
         self.applied.insert(target, (digest(op), version));
     }
@@ -100,7 +100,7 @@ impl Queue {
     /// The watchers saw object `key` of `kind` as `live` (`None`: deleted), with its managed
     /// fields. Unless at the version our last write left, what we wrote is no longer what is
     /// there; a queued write the object already matches (another leader wrote it) is dropped.
-    pub fn observed(&mut self, kind: WriteKind, key: &ObjectKey, live: Option<&Resource>) {
+    pub(crate) fn observed(&mut self, kind: WriteKind, key: &ObjectKey, live: Option<&Resource>) {
         let version = live.and_then(|r| r.meta().resource_version.clone());
         let owned = live.and_then(|r| r.meta().managed_fields.as_deref()).map(|e| Owned::of(e, FIELD_MANAGER));
         let Owned { main, status } = owned.unwrap_or_default();
@@ -126,7 +126,7 @@ impl Queue {
     }
 
     /// `op` could not be written: queue it again, unless something newer was queued.
-    pub fn failed(&mut self, target: Target, op: Op) {
+    pub(crate) fn failed(&mut self, target: Target, op: Op) {
         self.pending.entry(target).or_insert(op);
     }
 }

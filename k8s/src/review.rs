@@ -17,9 +17,9 @@ use stunner_gateway_cds::authz::{CONFIG_VERB, Identity, Refusal, TokenReviewer};
 use tokio::sync::Semaphore;
 
 /// Most reviews in flight: a flood of tokened requests must not become a flood of API calls.
-pub const MAX_CONCURRENT_REVIEWS: usize = 32;
+pub(crate) const MAX_CONCURRENT_REVIEWS: usize = 32;
 /// How long the two reviews of one request may take together.
-pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The Gateway API group and resource the verb is checked on.
 const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";

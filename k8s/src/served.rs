@@ -17,7 +17,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 /// How often discovery is asked again.
-pub const POLL_PERIOD: Duration = Duration::from_secs(5);
+pub(crate) const POLL_PERIOD: Duration = Duration::from_secs(5);
 
 /// The kinds served in more than one version: each with its plural, and its versions in order
 /// of preference.
@@ -27,21 +27,21 @@ const VERSIONS: [&str; 2] = ["v1", "v1alpha2"];
 /// The version each versioned kind is watched and written through; a kind absent is not
 /// served at all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Served(BTreeMap<Kind, &'static str>);
+pub(crate) struct Served(BTreeMap<Kind, &'static str>);
 
 impl Served {
     /// Whether `kind` is one whose version is decided here.
-    pub fn is_versioned(kind: Kind) -> bool {
+    pub(crate) fn is_versioned(kind: Kind) -> bool {
         VERSIONED.iter().any(|(k, _)| *k == kind)
     }
 
     /// The version `kind` is served as, if it is versioned and served.
-    pub fn version(&self, kind: Kind) -> Option<&'static str> {
+    pub(crate) fn version(&self, kind: Kind) -> Option<&'static str> {
         self.0.get(&kind).copied()
     }
 
     /// The API names of `kind` as served: the kind table's, at the served version.
-    pub fn api(&self, kind: Kind) -> kube::core::ApiResource {
+    pub(crate) fn api(&self, kind: Kind) -> kube::core::ApiResource {
         let mut api = kind.api();
         if let Some(version) = self.version(kind) {
             api.api_version = format!("{}/{version}", api.group);
@@ -63,7 +63,7 @@ impl Served {
 
 /// Asks discovery which versions of the versioned kinds the API server serves. A group
 /// version that is not installed answers 404: that is a "no", while other failures are errors.
-pub async fn discover(client: &Client) -> Result<Served, kube::Error> {
+pub(crate) async fn discover(client: &Client) -> Result<Served, kube::Error> {
     let mut served = Served::default();
     for version in VERSIONS.iter().rev() {
         let resources = match client.list_api_group_resources(&format!("{GATEWAY_API_GROUP}/{version}")).await {
@@ -83,17 +83,17 @@ pub async fn discover(client: &Client) -> Result<Served, kube::Error> {
 
 /// A watcher's request to ask discovery again now (its watch failed as if its version went).
 #[derive(Debug, Clone, Default)]
-pub struct Recheck(std::sync::Arc<Notify>);
+pub(crate) struct Recheck(std::sync::Arc<Notify>);
 
 impl Recheck {
-    pub fn request(&self) {
+    pub(crate) fn request(&self) {
         self.0.notify_one();
     }
 }
 
 /// Keeps `tx` at what discovery says, every [`POLL_PERIOD`] or on a [`Recheck`], until
 /// `shutdown`. A failed discovery keeps the last answer (and is logged once per failure streak).
-pub async fn follow(client: Client, tx: watch::Sender<Served>, recheck: Recheck, shutdown: CancellationToken) {
+pub(crate) async fn follow(client: Client, tx: watch::Sender<Served>, recheck: Recheck, shutdown: CancellationToken) {
     let mut failing = false;
     loop {
         tokio::select! {

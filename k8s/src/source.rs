@@ -26,20 +26,20 @@ use tokio_util::sync::CancellationToken;
 
 /// Which optional watches to run.
 #[derive(Debug, Clone)]
-pub struct SourceOptions {
+pub(crate) struct SourceOptions {
     /// Watch Endpoints instead of EndpointSlices (`--disable-endpontslice-controller`).
-    pub endpoints: bool,
+    pub(crate) endpoints: bool,
     /// The served versions of the versioned route kinds, as `served::follow` keeps them.
-    pub served: watch::Receiver<Served>,
+    pub(crate) served: watch::Receiver<Served>,
     /// Where a versioned kind's watch asks discovery to look again.
-    pub recheck: Recheck,
+    pub(crate) recheck: Recheck,
     /// Watch ReferenceGrants (`--enforce-reference-grants`; otherwise nothing reads them, and
     /// a cluster without their CRD needs none).
-    pub reference_grants: bool,
+    pub(crate) reference_grants: bool,
 }
 
 /// Starts the watchers; they run until `shutdown`.
-pub fn spawn(
+pub(crate) fn spawn(
     client: &Client,
     options: SourceOptions,
     tx: mpsc::Sender<Input>,

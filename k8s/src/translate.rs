@@ -15,16 +15,16 @@ use stunner_gateway::index::{Change, Kind, ObjRef, ObjectKey, Resource};
 
 /// What one watch event amounts to.
 #[derive(Debug, Default)]
-pub struct Step {
-    pub changes: Vec<Change>,
+pub(crate) struct Step {
+    pub(crate) changes: Vec<Change>,
     /// This event completed the kind's first list.
-    pub first_sync: bool,
+    pub(crate) first_sync: bool,
 }
 
 /// The state of one kind's watch: what the index holds of it, by key, with each object's
 /// resourceVersion (enough to tell a relisted object that did not change).
 #[derive(Debug)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     kind: Kind,
     known: BTreeMap<ObjectKey, String>,
     relist: Option<Vec<Resource>>,
@@ -32,12 +32,12 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(kind: Kind) -> Self {
+    pub(crate) fn new(kind: Kind) -> Self {
         Tracker { kind, known: BTreeMap::new(), relist: None, synced: false }
     }
 
     /// Translates one event; objects of another kind than the tracker's are ignored.
-    pub fn handle<K: Into<Resource>>(&mut self, event: Event<K>) -> Step {
+    pub(crate) fn handle<K: Into<Resource>>(&mut self, event: Event<K>) -> Step {
         let mut step = Step::default();
         match event {
             Event::Apply(obj) => {
@@ -71,7 +71,7 @@ impl Tracker {
 
     /// Deletes of every object the index holds of this kind (its version stopped being served):
     /// a later list starts from nothing.
-    pub fn forget_all(&mut self) -> Vec<Change> {
+    pub(crate) fn forget_all(&mut self) -> Vec<Change> {
         self.relist = None;
         let known = std::mem::take(&mut self.known);
         known.into_keys().map(|k| Change::Delete(ObjRef::new(self.kind, k))).collect()

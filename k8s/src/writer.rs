@@ -39,13 +39,13 @@ const RESYNC: Duration = Duration::from_secs(10);
 /// Why a write failed, and whether trying again may help.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
-pub struct WriteError {
-    pub transient: bool,
-    pub message: String,
+pub(crate) struct WriteError {
+    pub(crate) transient: bool,
+    pub(crate) message: String,
 }
 
 /// Where writes go: the API server, or a recorder in tests.
-pub trait Sink: Send + Sync + 'static {
+pub(crate) trait Sink: Send + Sync + 'static {
     /// Writes `op`; returns the object's resourceVersion after it (`None` once deleted).
     fn write(&self, target: &Target, op: &Op) -> impl Future<Output = Result<Option<String>, WriteError>> + Send;
 }
@@ -128,7 +128,7 @@ impl Writer {
     /// Drains the queue into `sink` while `leader` is true, until `shutdown`; then, still
     /// leading, writes what is queued one last time (a last render, the finalizer's writes),
     /// so a replica hands over with nothing of its own left unwritten.
-    pub async fn run(self, sink: impl Sink, mut leader: watch::Receiver<bool>, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, sink: impl Sink, mut leader: watch::Receiver<bool>, shutdown: CancellationToken) {
         let mut retry_at: Option<Instant> = None;
         // A closed channel means leadership is fixed (no election): keep its last value.
         let mut decided = false;
@@ -246,13 +246,13 @@ fn labels(target: &Target, operation: &str) -> ResourceOperationLabels {
 }
 
 /// The API server, with the route versions it serves.
-pub struct KubeSink {
+pub(crate) struct KubeSink {
     client: kube::Client,
     served: watch::Receiver<Served>,
 }
 
 impl KubeSink {
-    pub fn new(client: kube::Client, served: watch::Receiver<Served>) -> Self {
+    pub(crate) fn new(client: kube::Client, served: watch::Receiver<Served>) -> Self {
         KubeSink { client, served }
     }
 

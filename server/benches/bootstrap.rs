@@ -9,10 +9,13 @@
 //! `cargo bench -p stunner-gateway-operator --bench bootstrap` (BOOTSTRAP_COMBOS, default 50;
 //! BOOTSTRAP_THROTTLE, the operator's `--throttle-timeout`);
 //! under `cargo test` it runs 3 combos. Needs tests/apiserver/bin/apiserver (scripts/test
-//! builds it) and the Gateway API module in the Go module cache.
+//! builds it) and the Gateway API module in the Go module cache. A full run also writes its row
+//! as JSON (see `benches/support/report.rs`).
 
 #[path = "../tests/e2e/mod.rs"]
 mod e2e;
+#[path = "../../benches/support/report.rs"]
+mod report;
 
 use e2e::*;
 use futures_util::StreamExt;
@@ -217,6 +220,15 @@ fn main() {
         per_combo.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let p50 = per_combo[per_combo.len() / 2];
+        let mut report = report::Report::new("bootstrap", serde_json::json!({ "implementation": "ours" }));
+        report.row(serde_json::json!({
+            "of": "bootstrap",
+            "combos": combos,
+            "total_s": total.as_secs_f64(),
+            "per_combo_ms": { "p50": ms(p50), "max": ms(*per_combo.last().unwrap()) },
+            "api_writes_per_combo": bootstrap_writes / combos as f64,
+            "writes_on_noop_restart": resync_writes,
+        }));
         println!("| combos | total | per combo p50 / max | API writes per combo | writes on a no-op restart |");
         println!("|---|---|---|---|---|");
         println!(

@@ -11,7 +11,20 @@
 //!
 //! With `CDS_BENCH_PIN=1` the server runs on core 0 and the watchers on core 1, so the
 //! server's figures are not mixed with its clients' work (Linux, `taskset` from util-linux).
+//!
+//! Each fan-out scenario and each connect storm is followed by its floor, measured in the same
+//! run (`cds_fanout/floor.rs`): raw writes of the update's frame to as many loopback sockets,
+//! and a raw accept loop answering the same upgrades.
+//! A full run also writes its rows as JSON (see `benches/support/report.rs`), labelled with
+//! `CDS_BENCH_LABEL` (default `ours`, or the file name of `CDS_BENCH_SERVER`).
 
+#[path = "cds_fanout/floor.rs"]
+mod floor;
+#[path = "../../benches/support/report.rs"]
+mod report;
+
+use report::Report;
+use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -23,14 +36,17 @@ use tokio::sync::mpsc;
 
 fn main() {
     raise_fd_limit();
-    let pin = std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1");
-    if pin && std::env::var("CDS_BENCH_ROLE").is_err() {
-        pin_to_core(1);
-    }
-    if std::env::var("CDS_BENCH_ROLE").as_deref() == Ok("server") {
-        return run_server();
+    let pin = pinned();
+    match std::env::var("CDS_BENCH_ROLE").as_deref() {
+        Ok("server") => return run_server(),
+        Ok("raw-server") => return floor::run_raw_server(),
+        Ok("floor-readers") => return floor::run_readers(),
+        Ok(role) => panic!("unknown CDS_BENCH_ROLE {role}"),
+        Err(_) if pin => pin_to_core(1),
+        Err(_) => {}
     }
     let full = std::env::args().any(|a| a == "--bench");
+    let mut report = Report::new("cds_fanout", json!({ "implementation": implementation(), "pinned": pin }));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let scenarios: Vec<Scenario> = if full {
@@ -40,11 +56,17 @@ fn main() {
                 Scenario::FanOut { watchers: 10_000, updates: 20 },
                 Scenario::Storm { configs: 1_000 },
                 Scenario::Storm { configs: 10_000 },
+                Scenario::Connect { watchers: 1_000, rounds: 5 },
+                Scenario::Connect { watchers: 10_000, rounds: 3 },
                 Scenario::Stalled { watchers: 1_000, stalled: 0, updates: 60 },
                 Scenario::Stalled { watchers: 1_000, stalled: 1, updates: 60 },
             ]
         } else {
-            vec![Scenario::FanOut { watchers: 10, updates: 3 }, Scenario::Storm { configs: 20 }]
+            vec![
+                Scenario::FanOut { watchers: 10, updates: 3 },
+                Scenario::Storm { configs: 20 },
+                Scenario::Connect { watchers: 10, rounds: 2 },
+            ]
         };
         // CDS_BENCH_ONLY=<text>: only the scenarios whose name contains it.
         let only = std::env::var("CDS_BENCH_ONLY").unwrap_or_default();
@@ -52,7 +74,7 @@ fn main() {
         println!("| scenario | last watcher (p50 / p99 / max) | all watchers p99 | server CPU per message | server RSS per idle watcher |");
         println!("|---|---|---|---|---|");
         for s in scenarios {
-            s.run().await;
+            s.run(&mut report).await;
         }
     });
 }
@@ -65,6 +87,9 @@ enum Scenario {
     Storm { configs: usize },
     /// Like FanOut with 64 KiB configs, plus `stalled` watchers that never read.
     Stalled { watchers: usize, stalled: usize, updates: usize },
+    /// A reconnect storm: `watchers` watchers of one config connect at once to a server just
+    /// started, until each holds the config; `rounds` times, each with a fresh server.
+    Connect { watchers: usize, rounds: usize },
 }
 
 impl Scenario {
@@ -73,16 +98,23 @@ impl Scenario {
             Scenario::FanOut { watchers, .. } => format!("fan-out {watchers}"),
             Scenario::Storm { configs } => format!("storm {configs}"),
             Scenario::Stalled { watchers, stalled, .. } => format!("{stalled} stalled among {watchers}"),
+            Scenario::Connect { watchers, .. } => format!("connect {watchers}"),
         }
     }
 
-    async fn run(self) {
-        let mut server = ServerProcess::spawn();
+    async fn run(self, report: &mut Report) {
+        if let Scenario::Connect { watchers, rounds } = self {
+            connect_storm(report, &self.name(), Served::Measured, watchers, rounds).await;
+            connect_storm(report, &self.name(), Served::Floor, watchers, rounds).await;
+            return;
+        }
+        let mut server = ServerProcess::spawn(Served::Measured);
         let name = self.name();
         let (ids, per_id, updates, padding, stalled) = match self {
             Scenario::FanOut { watchers, updates } => (1, watchers, updates, 0, 0),
             Scenario::Storm { configs } => (configs, 1, 3, 0, 0),
             Scenario::Stalled { watchers, stalled, updates } => (1, watchers, updates, 64 * 1024, stalled),
+            Scenario::Connect { .. } => unreachable!("measured by connect_storm"),
         };
         let ids: Vec<String> = (0..ids).map(|i| format!("bench/gw-{i}")).collect();
         server.publish(&ids.iter().map(|id| config(id, "initial", padding)).collect::<Vec<_>>());
@@ -119,13 +151,24 @@ impl Scenario {
         }
         let cpu = server.cpu_time() - cpu_before;
         let messages = (updates * total) as f64;
+        let frame_bytes = update_frame_len(server.addr, &ids[0]).await;
         last.sort();
         all.sort();
+        report.row(json!({
+            "scenario": name,
+            "of": "server",
+            "watchers": total,
+            "stalled": stalled,
+            "updates": updates,
+            "frame_bytes": frame_bytes,
+            "last_watcher_ms": quantiles_ms(&last),
+            "all_watchers_p99_ms": ms(pct(&all, 99)),
+            "cpu_us_per_message": cpu.as_secs_f64() * 1e6 / messages,
+            "rss_kib_per_idle_watcher": rss_per_watcher,
+        }));
         println!(
-            "| {name} | {} / {} / {} | {} | {:.1} µs | {:.1} KiB |",
-            fmt(pct(&last, 50)),
-            fmt(pct(&last, 99)),
-            fmt(*last.last().unwrap()),
+            "| {name} | {} | {} | {:.1} µs | {:.1} KiB |",
+            quantiles(&last),
             fmt(pct(&all, 99)),
             cpu.as_secs_f64() * 1e6 / messages,
             rss_per_watcher
@@ -135,7 +178,116 @@ impl Scenario {
         }
         drop(stalled_conns);
         server.stop();
+        if let Scenario::FanOut { watchers, updates } = self {
+            let floor = tokio::task::spawn_blocking(move || floor::fan_out(watchers, updates, frame_bytes));
+            let (mut last, cpu) = floor.await.expect("the floor ran");
+            last.sort();
+            let cpu_per_message = cpu.as_secs_f64() * 1e6 / messages;
+            report.row(json!({
+                "scenario": name,
+                "of": "floor",
+                "watchers": watchers,
+                "updates": updates,
+                "frame_bytes": frame_bytes,
+                "last_watcher_ms": quantiles_ms(&last),
+                "cpu_us_per_message": cpu_per_message,
+            }));
+            println!(
+                "| floor: {name} ({frame_bytes} B raw writes) | {} | – | {cpu_per_message:.1} µs | – |",
+                quantiles(&last)
+            );
+        }
     }
+}
+
+/// A reconnect storm against the measured server or its floor: `rounds` times, a fresh server
+/// holding one config and `watchers` watchers connecting to it at once; each round's time from
+/// the first connect until the last watcher holds the config, and the server's CPU time per
+/// connection.
+async fn connect_storm(report: &mut Report, name: &str, served: Served, watchers: usize, rounds: usize) {
+    let id = "bench/gw-0".to_string();
+    let mut last = Vec::with_capacity(rounds);
+    let mut cpu = Duration::ZERO;
+    for _ in 0..rounds {
+        let mut server = ServerProcess::spawn(served);
+        server.publish(&[config(&id, "initial", 0)]);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (t0, cpu0) = (Instant::now(), server.cpu_time());
+        let tasks: Vec<_> = (0..watchers).map(|_| tokio::spawn(watcher(server.addr, id.clone(), tx.clone()))).collect();
+        let arrivals = collect(&mut rx, "initial", watchers).await;
+        cpu += server.cpu_time() - cpu0;
+        last.push(arrivals.iter().max().unwrap().duration_since(t0));
+        for t in tasks {
+            t.abort();
+        }
+        server.stop();
+    }
+    last.sort();
+    let of = match served {
+        Served::Measured => "server",
+        Served::Floor => "floor",
+    };
+    let cpu_per_connection = cpu.as_secs_f64() * 1e6 / (rounds * watchers) as f64;
+    report.row(json!({
+        "scenario": name,
+        "of": of,
+        "watchers": watchers,
+        "rounds": rounds,
+        "last_watcher_ms": quantiles_ms(&last),
+        "cpu_us_per_connection": cpu_per_connection,
+    }));
+    let label = match served {
+        Served::Measured => name.to_string(),
+        Served::Floor => format!("floor: {name} (raw accept loop)"),
+    };
+    println!("| {label} | {} | – | {cpu_per_connection:.1} µs per connection | – |", quantiles(&last));
+}
+
+/// What the report calls the server measured.
+fn implementation() -> String {
+    match (std::env::var("CDS_BENCH_LABEL"), std::env::var("CDS_BENCH_SERVER")) {
+        (Ok(label), _) if !label.is_empty() => label,
+        (_, Ok(program)) => {
+            std::path::Path::new(&program).file_name().map_or(program.clone(), |f| f.to_string_lossy().into_owned())
+        }
+        _ => "ours".into(),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The size on the wire of the update frame the server sends: the first text frame a fresh
+/// watcher of `id` receives (the latest update, so of the same size as the others).
+async fn update_frame_len(addr: SocketAddr, id: &str) -> usize {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(upgrade_request(addr, id).as_bytes()).await.unwrap();
+    let mut buf = Vec::with_capacity(4096);
+    let read = async {
+        loop {
+            assert!(s.read_buf(&mut buf).await.unwrap() > 0, "the server closed before sending a config");
+            let Some(end) = find(&buf, b"\r\n\r\n") else { continue };
+            let mut at = end + 4;
+            while let Some((_, opcode, payload)) = frame(&buf[at..]) {
+                if opcode == 1 {
+                    return payload.end;
+                }
+                at += payload.end;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read).await.expect("a config within 30 s")
+}
+
+/// p50, p99 and max of sorted latencies, in ms, for the report.
+fn quantiles_ms(sorted: &[Duration]) -> serde_json::Value {
+    json!({ "p50": ms(pct(sorted, 50)), "p99": ms(pct(sorted, 99)), "max": ms(*sorted.last().unwrap()) })
+}
+
+/// p50 / p99 / max of sorted latencies, for the printed table.
+fn quantiles(sorted: &[Duration]) -> String {
+    format!("{} / {} / {}", fmt(pct(sorted, 50)), fmt(pct(sorted, 99)), fmt(*sorted.last().unwrap()))
 }
 
 fn pct(sorted: &[Duration], p: usize) -> Duration {
@@ -271,20 +423,30 @@ struct ServerProcess {
     addr: SocketAddr,
 }
 
+/// Which server a scenario runs against.
+#[derive(Debug, Clone, Copy)]
+enum Served {
+    /// Ours, or the program in `CDS_BENCH_SERVER`.
+    Measured,
+    /// The connect storm's floor (`floor::run_raw_server`).
+    Floor,
+}
+
 impl ServerProcess {
-    fn spawn() -> Self {
-        let program = match std::env::var("CDS_BENCH_SERVER") {
-            Ok(program) => program.into(),
-            Err(_) => std::env::current_exe().unwrap(),
+    fn spawn(served: Served) -> Self {
+        let (program, role) = match (served, std::env::var("CDS_BENCH_SERVER")) {
+            (Served::Measured, Ok(program)) => (program.into(), "server"),
+            (Served::Measured, Err(_)) => (std::env::current_exe().unwrap(), "server"),
+            (Served::Floor, _) => (std::env::current_exe().unwrap(), "raw-server"),
         };
-        let mut cmd = if std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1") {
+        let mut cmd = if pinned() {
             let mut c = Command::new("taskset");
             c.arg("-c").arg("0").arg(program);
             c
         } else {
             Command::new(program)
         };
-        cmd.env("CDS_BENCH_ROLE", "server");
+        cmd.env("CDS_BENCH_ROLE", role);
         let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("server process");
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -338,7 +500,8 @@ fn run_server() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // Bound as the daemon binds its CDS port (its accept backlog).
+        let listener = stunner_gateway_operator::admin::bind(([127, 0, 0, 1], 0).into()).unwrap();
         println!("listening {}", listener.local_addr().unwrap());
         let settings = ServerSettings {
             max_connections: 100_000,
@@ -366,7 +529,12 @@ fn run_server() {
     });
 }
 
-/// Runs this process on one core only.
+/// `CDS_BENCH_PIN=1`: servers (and the floors' writers) on core 0, clients on core 1.
+fn pinned() -> bool {
+    std::env::var("CDS_BENCH_PIN").as_deref() == Ok("1")
+}
+
+/// Runs the calling thread (and the threads and processes it starts later) on one core only.
 #[allow(unsafe_code)] // libc calls without a safe wrapper in std (see the SAFETY comments)
 fn pin_to_core(core: usize) {
     unsafe {

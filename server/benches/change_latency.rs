@@ -14,13 +14,17 @@
 //! 3 changes per mode. `CHANGE_LATENCY_OPERATOR` names another build of our operator (e.g. the
 //! previous commit's) to measure instead of this one. Needs tests/apiserver/bin/apiserver
 //! (scripts/test builds it), the Gateway API module in the Go module cache, and `go` for the
-//! upstream operator.
+//! upstream operator. A full run also writes its rows as JSON (see `benches/support/report.rs`).
 
 #[path = "../tests/e2e/mod.rs"]
 mod e2e;
+#[path = "../../benches/support/report.rs"]
+mod report;
 
 use e2e::*;
 use futures_util::StreamExt;
+use report::Report;
+use serde_json::json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -116,12 +120,21 @@ struct Sample {
 }
 
 impl Sample {
-    fn row(&mut self, operator: &str, mode: &str, from: &str) {
+    /// `of`: "isolated change", or the floor's "no-op apply".
+    fn row(&mut self, report: &mut Report, of: &str, operator: &str, mode: &str, from: &str) {
         self.latencies.sort();
         let n = self.latencies.len();
         // Nearest rank.
         let p = |q: f64| self.latencies[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        report.row(json!({
+            "of": of,
+            "operator": operator,
+            "mode": mode,
+            "measured_from": from,
+            "ms": { "p50": ms(p(0.5)), "p90": ms(p(0.9)), "p99": ms(p(0.99)), "max": ms(self.latencies[n - 1]) },
+            "changes": n,
+        }));
         println!(
             "| {operator} | {mode} | {from} | {:.1} | {:.1} | {:.1} | {:.1} | {n} |",
             ms(p(0.5)),
@@ -182,7 +195,7 @@ fn write_password(dir: &Path, password: &str) {
     std::fs::write(dir.join("gatewayclass.yaml"), class.replace("\"pass-1\"", &format!("\"{password}\""))).unwrap();
 }
 
-async fn standalone(bin: &Path, label: &str, changes: usize) {
+async fn standalone(report: &mut Report, bin: &Path, label: &str, changes: usize) {
     let dir = quickstart_dir("standalone");
     let op = Standalone::start(bin, &dir).await;
     let mut arrivals = watch_arrivals(op.cds).await;
@@ -195,13 +208,13 @@ async fn standalone(bin: &Path, label: &str, changes: usize) {
         write_password(&dir, &want);
         sample.latencies.push(arrival_of(&mut arrivals, &want).await - written);
     }
-    sample.row(label, "standalone", "file write");
+    sample.row(report, "isolated change", label, "standalone", "file write");
     drop(op);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// 1,000 writes of the password in 1 s: the renders and pushed configs they cost.
-async fn burst(bin: &Path, label: &str, writes: usize) {
+async fn burst(report: &mut Report, bin: &Path, label: &str, writes: usize) {
     let dir = quickstart_dir("burst");
     let op = Standalone::start(bin, &dir).await;
     let mut arrivals = watch_arrivals(op.cds).await;
@@ -221,6 +234,16 @@ async fn burst(bin: &Path, label: &str, writes: usize) {
     let after = drain(&mut arrivals);
     let (pushed, withdrawn) = (until_last.configs + after.configs, until_last.withdrawn + after.withdrawn);
     let renders = op.renders().await - before;
+    report.row(json!({
+        "of": "burst",
+        "operator": label,
+        "mode": "standalone",
+        "writes": writes,
+        "seconds": took.as_secs_f64(),
+        "renders": renders,
+        "configs_pushed": pushed,
+        "withdrawing": withdrawn,
+    }));
     println!(
         "Burst, {label}, standalone: {writes} file writes in {:.2} s → {renders} renders, {pushed} configs pushed to the watcher, {withdrawn} of them withdrawing the Gateway",
         took.as_secs_f64()
@@ -248,7 +271,7 @@ async fn quickstart_cluster(name: &str) -> Option<Cluster> {
 }
 
 /// Password changes through the API server, against the operator serving the CDS at `cds`.
-async fn cluster_changes(cluster: &Cluster, cds: SocketAddr, label: &str, changes: usize) {
+async fn cluster_changes(report: &mut Report, cluster: &Cluster, cds: SocketAddr, label: &str, changes: usize) {
     let mut arrivals = watch_arrivals(cds).await;
     arrival_of(&mut arrivals, "pass-1").await;
     // The operator's own first writes (Service, Deployment, statuses) come back meanwhile.
@@ -266,17 +289,32 @@ async fn cluster_changes(cluster: &Cluster, cds: SocketAddr, label: &str, change
         from_ack.latencies.push(arrived.saturating_duration_since(acked));
         from_request.latencies.push(arrived - requested);
     }
-    from_ack.row(label, "cluster", "API write acknowledged");
-    from_request.row(label, "cluster", "API write requested");
+    from_ack.row(report, "isolated change", label, "cluster", "API write acknowledged");
+    from_request.row(report, "isolated change", label, "cluster", "API write requested");
 }
 
-async fn cluster_ours(bin: &Path, label: &str, changes: usize) {
+async fn cluster_ours(report: &mut Report, bin: &Path, label: &str, changes: usize) {
     let Some(cluster) = quickstart_cluster("change-latency").await else { return };
     // The production default window, not the harness's short one.
     let args = ["--throttle-timeout", "250ms"];
     let op = Operator::start_binary(bin, &cluster.operator_kubeconfig, &cluster.dir.0, "op", &args).await;
-    cluster_changes(&cluster, op.cds, label, changes).await;
+    cluster_changes(report, &cluster, op.cds, label, changes).await;
+    noop_applies(report, &cluster, &format!("change-{}", changes - 1), changes).await;
     op.stop().await;
+}
+
+/// The cluster mode's floor, in the same cluster: the request of a change applied as the
+/// changes are (same client, same object), but changing nothing, from the request until the
+/// API server's answer. No operator can see a change sooner than its writer hears back.
+async fn noop_applies(report: &mut Report, cluster: &Cluster, password: &str, applies: usize) {
+    let mut sample = Sample { latencies: Vec::with_capacity(applies) };
+    for _ in 0..applies {
+        tokio::time::sleep(SPACING / 10).await;
+        let requested = Instant::now();
+        apply(&cluster.admin, gateway_config(password)).await.expect("apply the GatewayConfig");
+        sample.latencies.push(requested.elapsed());
+    }
+    sample.row(report, "no-op apply", "floor: no-op server-side apply", "cluster", "API write requested");
 }
 
 /// Upstream's operator, built from `STUNNER_OPERATOR_GIT`'s HEAD into `scratch` (at low
@@ -330,7 +368,7 @@ fn build_upstream(git_dir: &str, scratch: &Path) -> (PathBuf, String) {
     (bin, format!(", built against stunner {stunner}"))
 }
 
-async fn cluster_go(git_dir: &str, changes: usize) {
+async fn cluster_go(report: &mut Report, git_dir: &str, changes: usize) {
     let Some(cluster) = quickstart_cluster("change-latency-go").await else { return };
     let (bin, note) = build_upstream(git_dir, &cluster.dir.0.join("upstream"));
     let cds: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -348,7 +386,7 @@ async fn cluster_go(git_dir: &str, changes: usize) {
     let version =
         std::process::Command::new("git").args(["--git-dir", git_dir, "describe", "--always", "--tags"]).output();
     let version = version.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
-    cluster_changes(&cluster, cds, &format!("Go operator ({version}{note})"), changes).await;
+    cluster_changes(report, &cluster, cds, &format!("Go operator ({version}{note})"), changes).await;
     let _ = child.kill().await;
 }
 
@@ -360,17 +398,19 @@ fn main() {
         Some(bin) => (PathBuf::from(bin), "ours (CHANGE_LATENCY_OPERATOR)"),
         None => (PathBuf::from(env!("CARGO_BIN_EXE_stunner-gateway-operator")), "ours"),
     };
+    let mut report = Report::new("change_latency", json!({ "implementation": "ours", "operator": label }));
+    let report = &mut report;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         println!("| operator | mode | measured from | p50 ms | p90 ms | p99 ms | max ms | changes |");
         println!("|---|---|---|---|---|---|---|---|");
-        standalone(&ours, label, changes).await;
-        cluster_ours(&ours, label, changes).await;
+        standalone(report, &ours, label, changes).await;
+        cluster_ours(report, &ours, label, changes).await;
         match std::env::var("STUNNER_OPERATOR_GIT") {
-            Ok(git_dir) if !git_dir.is_empty() => cluster_go(&git_dir, changes).await,
+            Ok(git_dir) if !git_dir.is_empty() => cluster_go(report, &git_dir, changes).await,
             _ => eprintln!("change_latency: STUNNER_OPERATOR_GIT is not set: the Go operator's figures are skipped"),
         }
         println!();
-        burst(&ours, label, if full { 1000 } else { 50 }).await;
+        burst(report, &ours, label, if full { 1000 } else { 50 }).await;
     });
 }

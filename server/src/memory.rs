@@ -14,8 +14,8 @@ pub const ARENA_MAX: i32 = 1;
 /// Caps glibc's malloc arenas at [`ARENA_MAX`]; call before any thread starts. glibc gives
 /// threads that contend for the heap arenas of their own, up to 8 per core, and each keeps what
 /// its threads freed (tokio's workers and the blocking threads rescans and renders run on
-/// touch several). Measured with 1,000 Gateways (BENCHMARKS.md, "Footprint and storms at
-/// scale"): one arena held 17 MiB less before the watchers and a 41 MiB lower peak than the
+/// touch several). Measured with 1,000 Gateways (BENCHMARKS.md's history in git, "Footprint
+/// and storms at scale"): one arena held 17 MiB less before the watchers and a 41 MiB lower peak than the
 /// default, two arenas the same RSS but the higher peak. Small allocations mostly never reach
 /// the arena's lock: glibc's per-thread cache serves them. A no-op where the allocator is not
 /// glibc's; `GLIBC_TUNABLES=glibc.malloc.arena_max=N` set by hand is overridden. One run each.

@@ -8,8 +8,8 @@
 //! containers' `STUNNER_CONFIG_ORIGIN` and its unavailable replicas (see `render::adopt`). As
 //! JSON text the rest is one allocation of ~1.5 KiB, which a render never touches. With one
 //! typed Deployment per Gateway, the Deployments were the largest part of the index a render
-//! walks through, and a render of 4,096 Gateways ~20% slower per Gateway (BENCHMARKS.md,
-//! "Render cost per Gateway"). Whoever needs the whole object (the writer's check of what is in
+//! walks through, and a render of 4,096 Gateways ~20% slower per Gateway (BENCHMARKS.md's
+//! history in git, "Render cost per Gateway"). Whoever needs the whole object (the writer's check of what is in
 //! place, standalone mode's merge) gets it back with [`DeploymentRecord::to_deployment`], and
 //! it serializes as the whole object.
 

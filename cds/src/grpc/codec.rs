@@ -7,7 +7,8 @@
 //! and 8 KiB read buffers per connection are fixed). An idle watch needs neither: what it sends
 //! is one config per update, which the buffer grows to on demand, and what it receives is a
 //! `start` and small acks. With the sizes below an idle watch costs the server ~28 KiB of RSS
-//! instead of ~36 KiB (BENCHMARKS.md, "Where an idle gRPC watch's memory goes").
+//! instead of ~36 KiB (BENCHMARKS.md's history in git, "Where an idle gRPC
+//! watch's memory goes").
 
 use std::marker::PhantomData;
 use tonic::codec::{BufferSettings, Codec};

@@ -7,12 +7,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 
 /// The lease in the API server.
-pub struct KubeLeaseStore {
+pub(crate) struct KubeLeaseStore {
     api: Api<Lease>,
 }
 
 impl KubeLeaseStore {
-    pub fn new(client: kube::Client, namespace: &str) -> Self {
+    pub(crate) fn new(client: kube::Client, namespace: &str) -> Self {
         KubeLeaseStore { api: Api::namespaced(client, namespace) }
     }
 }

@@ -13,8 +13,8 @@
 mod kube_store;
 mod store;
 
-pub use kube_store::KubeLeaseStore;
-pub use store::{LEASE_NAME, LeaseError, LeaseStore, Versioned};
+pub(crate) use kube_store::KubeLeaseStore;
+pub(crate) use store::{LEASE_NAME, LeaseError, LeaseStore};
 
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -25,10 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 /// controller-runtime's defaults.
 #[derive(Debug, Clone, Copy)]
-pub struct Timings {
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
+pub(crate) struct Timings {
+    pub(crate) lease_duration: Duration,
+    pub(crate) renew_deadline: Duration,
+    pub(crate) retry_period: Duration,
 }
 
 impl Default for Timings {
@@ -42,7 +42,7 @@ impl Default for Timings {
 }
 
 /// One replica's view of the election.
-pub struct Candidate {
+pub(crate) struct Candidate {
     identity: String,
     timings: Timings,
     /// The last lease content seen and when we first saw it.
@@ -52,16 +52,16 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    pub fn new(identity: impl Into<String>, timings: Timings) -> Self {
+    pub(crate) fn new(identity: impl Into<String>, timings: Timings) -> Self {
         Candidate { identity: identity.into(), timings, observed: None, renewed: None }
     }
 
-    pub fn is_leader(&self) -> bool {
+    pub(crate) fn is_leader(&self) -> bool {
         self.renewed.is_some()
     }
 
     /// One round at time `now`: tries to acquire or renew; returns whether we lead after it.
-    pub async fn tick(&mut self, store: &impl LeaseStore, now: Instant) -> bool {
+    pub(crate) async fn tick(&mut self, store: &impl LeaseStore, now: Instant) -> bool {
         if self.try_acquire_or_renew(store, now).await {
             self.renewed = Some(now);
         } else if self.renewed.is_some_and(|t| now.duration_since(t) >= self.timings.renew_deadline) {
@@ -108,7 +108,7 @@ impl Candidate {
     /// Gives the lease up if we hold it, as client-go's `ReleaseOnCancel`: no holder and a
     /// one-second duration, so another replica takes over at once rather than after a whole
     /// lease duration. Best effort: on failure the lease simply expires.
-    pub async fn release(&mut self, store: &impl LeaseStore) {
+    pub(crate) async fn release(&mut self, store: &impl LeaseStore) {
         if self.renewed.take().is_none() {
             return;
         }
@@ -160,7 +160,7 @@ impl Candidate {
 
 /// Runs the election until `shutdown`, publishing whether we lead on `leader`; then gives
 /// the lease up if held. Cancel `shutdown` only once this replica's last writes are done.
-pub async fn run(
+pub(crate) async fn run(
     store: impl LeaseStore,
     mut candidate: Candidate,
     retry_period: Duration,

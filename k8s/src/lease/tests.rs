@@ -1,5 +1,6 @@
 //! The election against a lease in memory with the API server's optimistic concurrency.
 
+use super::store::Versioned;
 use super::*;
 use std::sync::Mutex;
 

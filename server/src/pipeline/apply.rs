@@ -137,7 +137,7 @@ impl Apply {
     }
 
     /// Hands what the last render or expired wait staged to the writer, all together: the
-    /// writer then writes its statuses before its objects (see `stunner_gateway_k8s::queue`).
+    /// writer then writes its statuses before its objects (see `stunner_gateway_k8s`'s `queue.rs`).
     pub(crate) fn flush(&self) {
         if let Mode::Cluster { writer, .. } = &self.0 {
             writer.flush();

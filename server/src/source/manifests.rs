@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use stunner_gateway::index::{ObjRef, Resource};
 use stunner_gateway::manifest::{self, Admission, LoadError, Origin, Skipped};
 
-/// The most bytes of manifests the source reads by default: ~28,000 Gateways of the shape of
-/// BENCHMARKS.md's measurement (~290 bytes of YAML each), or a few thousand with their routes,
-/// Services, StaticServices and Secrets beside them. Each Gateway costs ~20 KiB of the
-/// operator's memory once rendered (BENCHMARKS.md, "The standalone source's budget").
+/// The most bytes of manifests the source reads by default: ~28,000 Gateways of ~290 bytes
+/// of YAML each, or a few thousand with their routes, Services, StaticServices and Secrets
+/// beside them. Each such Gateway costs ~20 KiB of the operator's memory once rendered
+/// (measured: "The standalone source's budget" in BENCHMARKS.md's history, `git log -p
+/// BENCHMARKS.md`).
 pub const DEFAULT_MAX_BYTES: u64 = 8 << 20;
 /// The most objects the source holds by default: a few thousand Gateways with what they use.
 pub const DEFAULT_MAX_OBJECTS: usize = 20_000;
