@@ -70,6 +70,18 @@ fn temp_copy_of_quickstart(name: &str) -> PathBuf {
     dir
 }
 
+/// The CDS address of a "serving config discovery" line, console (`address=A`) or zap's JSON
+/// (`"address":"A"`, `--zap-encoder json`).
+fn served_address(line: &str) -> Option<String> {
+    if !line.contains("serving config discovery") {
+        return None;
+    }
+    if let Some(rest) = line.split("\"address\":\"").nth(1) {
+        return rest.split('"').next().map(str::to_string);
+    }
+    line.split("address=").nth(1).map(|a| a.trim().to_string())
+}
+
 impl Daemon {
     async fn start(dir: &Path) -> Daemon {
         Daemon::start_with(dir, Options::default()).await
@@ -112,11 +124,10 @@ impl Daemon {
         tokio::spawn(async move {
             let mut tx = Some(tx);
             while let Ok(Some(line)) = lines.next_line().await {
-                let served = line.split("address=").nth(1).filter(|_| line.contains("serving config discovery"));
-                if let Some(addr) = served
+                if let Some(addr) = served_address(&line)
                     && let Some(tx) = tx.take()
                 {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send(addr);
                 }
                 sink.lock().unwrap().push(line);
             }
@@ -928,11 +939,29 @@ async fn an_invalid_edit_holds_the_last_valid_version() {
 
 /// Issue #43: an invalid value of every secret field (a GatewayConfig's inline credentials,
 /// a Secret's data and stringData: `authRef` credentials, a TLS key) appears in no log line
-/// (at debug level), no status, no endpoint: messages name the field and why it failed.
+/// (at debug level, console lines), no status, no endpoint: messages name the field and why
+/// it failed.
 #[tokio::test]
 async fn no_secret_value_appears_in_any_log_status_or_endpoint() {
-    let dir = temp_copy_of_quickstart("secrets");
-    let options = Options { health: true, metrics: true, log: Some("debug"), ..Options::default() };
+    no_secret_value_appears_with("secrets", "debug", &[]).await;
+}
+
+/// The same at trace level in zap's JSON lines (`--zap-encoder json`): every level, the other
+/// encoding.
+#[tokio::test]
+async fn no_secret_value_appears_in_json_lines_at_trace_level() {
+    no_secret_value_appears_with("secrets-json", "trace", &["--zap-encoder", "json"]).await;
+}
+
+async fn no_secret_value_appears_with(name: &str, log: &'static str, args: &[&str]) {
+    let dir = temp_copy_of_quickstart(name);
+    let options = Options {
+        health: true,
+        metrics: true,
+        log: Some(log),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        ..Options::default()
+    };
     let d = Daemon::start_with(&dir, options).await;
     let mut ws = watch(&d, "/api/v1/configs/stunner/udp-gateway?watch=true").await;
     next_config(&mut ws).await;
@@ -973,6 +1002,9 @@ async fn no_secret_value_appears_in_any_log_status_or_endpoint() {
     }
     d.wait_for_log("held at its last valid version").await;
     let log = d.log.lock().unwrap().join("\n");
+    if args.contains(&"json") {
+        assert!(log.lines().all(|l| l.starts_with('{')), "JSON lines only:\n{log}");
+    }
     for field in [
         "spec.password: Invalid value: <redacted>",
         "spec.userName: Invalid value: <redacted>",

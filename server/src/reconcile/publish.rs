@@ -25,10 +25,6 @@ pub(super) struct Publisher<'a> {
 }
 
 impl Reconciler {
-    pub(super) fn publisher(&mut self) -> Publisher<'_> {
-        Publisher { outputs: &mut self.outputs, index: &self.index }
-    }
-
     /// Publishes the configs whose wait for their Service ran out, and writes the statuses
     /// held with them.
     pub(super) fn publish_expired(&mut self) {

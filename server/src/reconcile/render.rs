@@ -49,7 +49,7 @@ impl Reconciler {
             }
             let dirty = std::mem::take(&mut self.dirty);
             let pass = self.begin_pass();
-            // Built field by field, not by `publisher()`: the render borrows the index beside it.
+            // Built field by field: the render borrows the index beside it.
             let mut publisher = Publisher { outputs: &mut self.outputs, index: &self.index };
             let mut settling = Settling { publisher: &mut publisher, held: &mut held, changes: Vec::new() };
             let mut timed = Timed { inner: &mut settling, spent: Duration::ZERO };
@@ -62,9 +62,22 @@ impl Reconciler {
             }
         }
         // Held and not rendered again (the changes made nothing dirty, or the passes ran out):
-        // as the last pass left them.
-        let mut publisher = self.publisher();
-        held.into_iter().for_each(|(key, gw)| publisher.gateway(key, gw));
+        // rendered once more on the index the last pass left, and published as they are.
+        if !held.is_empty() {
+            self.render_and_publish(Dirty { gateways: held, ..Dirty::default() });
+        }
+    }
+
+    /// One pass over `dirty`, each result published as it is rendered (standalone: the held
+    /// Gateways that no later pass reached).
+    fn render_and_publish(&mut self, dirty: Dirty) {
+        let pass = self.begin_pass();
+        // Built field by field: the render borrows the index beside it.
+        let mut publisher = Publisher { outputs: &mut self.outputs, index: &self.index };
+        let mut timed = Timed { inner: &mut publisher, spent: Duration::ZERO };
+        render_each(&self.index, &dirty, &self.settings, &pass.now, &mut timed);
+        let publishing = timed.spent;
+        self.end_pass(pass, &dirty, publishing);
     }
 
     fn begin_pass(&mut self) -> Pass {

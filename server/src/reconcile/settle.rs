@@ -13,16 +13,19 @@
 
 use super::publish::Publisher;
 use k8s_openapi::api::core::v1::ConfigMap;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use stunner_gateway::index::{Change, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, Owned, RenderSink};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
 
-/// Gateways whose own objects changed the index, with their latest result: published when
-/// the passes end, unless a later pass renders them again.
-pub(super) type Held = BTreeMap<ObjectKey, GatewayOutput>;
+/// Gateways whose own objects changed the index: the next pass renders them again (their
+/// objects made them dirty), and those it does not reach are rendered once more when the
+/// passes end. Only the keys: a first load holds every Gateway, and their whole outputs (a
+/// `GatewayOutput` is ~6 KiB before its heap, a Deployment and a DaemonSet inline) were most of
+/// the load's peak memory (BENCHMARKS.md, "Standalone mode's memory").
+pub(super) type Held = BTreeSet<ObjectKey>;
 
-/// One pass's sink: publishes what is final, holds the rest and collects the index changes
+/// One pass's sink: publishes what is final, holds back the rest and collects the index changes
 /// its owned objects amount to, applied after the pass (the render reads the index meanwhile:
 /// the publisher's).
 pub(super) struct Settling<'a, 'p> {
@@ -41,7 +44,7 @@ impl RenderSink for Settling<'_, '_> {
             self.held.remove(&key);
             self.publisher.gateway(key, output);
         } else {
-            self.held.insert(key, output);
+            self.held.insert(key);
         }
     }
 

@@ -14,9 +14,9 @@ use stunner_gateway::manifest::{self, Admission, LoadError, Origin, Skipped};
 
 /// The most bytes of manifests the source reads by default: ~28,000 Gateways of ~290 bytes
 /// of YAML each, or a few thousand with their routes, Services, StaticServices and Secrets
-/// beside them. Each such Gateway costs ~20 KiB of the operator's memory once rendered
-/// (measured: "The standalone source's budget" in BENCHMARKS.md's history, `git log -p
-/// BENCHMARKS.md`).
+/// beside them. Each such Gateway costs ~12 KiB of the operator's memory once rendered
+/// (BENCHMARKS.md, "Standalone mode's memory": ~43 bytes of peak per byte of YAML, so the
+/// default bounds a load's peak near 350 MiB).
 pub const DEFAULT_MAX_BYTES: u64 = 8 << 20;
 /// The most objects the source holds by default: a few thousand Gateways with what they use.
 pub const DEFAULT_MAX_OBJECTS: usize = 20_000;

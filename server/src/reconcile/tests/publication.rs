@@ -86,7 +86,7 @@ fn standalone_holds_a_gateway_only_while_its_service_changes_the_index() {
 
     let changes = pass(&index, &mut held);
     assert!(matches!(changes.as_slice(), [Change::Apply(r)] if r.kind() == Kind::Service), "{changes:?}");
-    assert_eq!(held.keys().collect::<Vec<_>>(), [&key], "held while its Service changes the index");
+    assert_eq!(held.iter().collect::<Vec<_>>(), [&key], "held while its Service changes the index");
     assert!(recorder.published.lock().unwrap().is_empty(), "nothing published of it");
 
     changes.into_iter().for_each(|c| drop(c.apply_to(&mut index)));
