@@ -6,7 +6,7 @@ pub const OWNED_BY_VALUE: &str = "stunner";
 /// Annotation on the Services and Deployments the operator creates: the `--controller-name`
 /// of the operator that made them. Every STUNner operator uses the same owned-by label, so
 /// only this tells one operator's dataplanes from another's.
-pub const CONTROLLER_NAME: &str = "stunner.l7mp.io/controller-name";
+pub(crate) const CONTROLLER_NAME: &str = "stunner.l7mp.io/controller-name";
 /// Label (the Gateway's name) and annotation (`<ns>/<name>`) tying an object to its Gateway.
 pub const RELATED_GATEWAY_NAME: &str = "stunner.l7mp.io/related-gateway-name";
 /// Label holding the namespace of the related Gateway.
@@ -15,31 +15,31 @@ pub const RELATED_GATEWAY_NAMESPACE: &str = "stunner.l7mp.io/related-gateway-nam
 pub const APP_LABEL: &str = "app";
 pub const APP_VALUE: &str = "stunner";
 /// The label of an EndpointSlice naming its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// Gateway annotation: do not run a dataplane Deployment for this Gateway.
-pub const DISABLE_MANAGED_DATAPLANE: &str = "stunner.l7mp.io/disable-managed-dataplane";
+pub(crate) const DISABLE_MANAGED_DATAPLANE: &str = "stunner.l7mp.io/disable-managed-dataplane";
 /// Service type of the Gateway's Service (GatewayConfig or Gateway annotation).
-pub const SERVICE_TYPE: &str = "stunner.l7mp.io/service-type";
+pub(crate) const SERVICE_TYPE: &str = "stunner.l7mp.io/service-type";
 /// Allow UDP and TCP ports in one LoadBalancer Service.
-pub const ENABLE_MIXED_PROTOCOL_LB: &str = "stunner.l7mp.io/enable-mixed-protocol-lb";
+pub(crate) const ENABLE_MIXED_PROTOCOL_LB: &str = "stunner.l7mp.io/enable-mixed-protocol-lb";
 /// `local` sets `externalTrafficPolicy: Local`.
-pub const EXTERNAL_TRAFFIC_POLICY: &str = "stunner.l7mp.io/external-traffic-policy";
+pub(crate) const EXTERNAL_TRAFFIC_POLICY: &str = "stunner.l7mp.io/external-traffic-policy";
 /// `true` sets `sessionAffinity: None`.
-pub const DISABLE_SESSION_AFFINITY: &str = "stunner.l7mp.io/disable-session-affinity";
+pub(crate) const DISABLE_SESSION_AFFINITY: &str = "stunner.l7mp.io/disable-session-affinity";
 /// `true` keeps the cloud health-check port out of the Service.
-pub const DISABLE_HEALTH_CHECK_EXPOSE: &str = "stunner.l7mp.io/disable-health-check-expose";
+pub(crate) const DISABLE_HEALTH_CHECK_EXPOSE: &str = "stunner.l7mp.io/disable-health-check-expose";
 /// `true`: each listener relays from the public address of the node its dataplane pod runs on
 /// (the CDS fills it in per node; see `render::relay`).
-pub const ENABLE_RELAY_ADDRESS_DISCOVERY: &str = "stunner.l7mp.io/enable-relay-address-discovery";
+pub(crate) const ENABLE_RELAY_ADDRESS_DISCOVERY: &str = "stunner.l7mp.io/enable-relay-address-discovery";
 /// JSON map of listener name to node port.
-pub const NODE_PORT: &str = "stunner.l7mp.io/nodeport";
+pub(crate) const NODE_PORT: &str = "stunner.l7mp.io/nodeport";
 /// JSON map of listener name to target port (also the dataplane's listening port).
-pub const TARGET_PORT: &str = "stunner.l7mp.io/targetport";
+pub(crate) const TARGET_PORT: &str = "stunner.l7mp.io/targetport";
 /// On a dataplane Deployment whose pods were started against another config discovery address
 /// (e.g. by the Go operator, which uses its pod IP): the digest of the config at the time it
 /// was adopted; see `render::adopt`.
-pub const ADOPTED_CONFIG: &str = "stunner.l7mp.io/adopted-config";
+pub(crate) const ADOPTED_CONFIG: &str = "stunner.l7mp.io/adopted-config";
 
 /// The dataplane's environment variable naming its config discovery server.
-pub const CONFIG_ORIGIN_ENV: &str = "STUNNER_CONFIG_ORIGIN";
+pub(crate) const CONFIG_ORIGIN_ENV: &str = "STUNNER_CONFIG_ORIGIN";

@@ -2,7 +2,8 @@
 
 use super::authz::{Authorizer, Identity, bearer};
 use super::clients::{ClientInfo, ClientTable};
-use super::connection::{ConnectionPermit, PeerAddr};
+use super::connection::{ConnectionPermit, PeerAddr, Rewind};
+use super::fanout::{Fanout, Joining};
 use super::handshake;
 use super::metrics::Transport;
 use super::session::{self, Session};
@@ -27,6 +28,9 @@ use tokio_util::task::TaskTracker;
 pub struct CdsState {
     pub store: Arc<ConfigStore>,
     pub session: session::Settings,
+    /// Where upgraded TCP watch connections are served (without it, or for any other byte
+    /// stream, each watch is a session task of its own).
+    pub fanout: Option<Arc<Fanout>>,
     /// Cancelled when the server shuts down: watch sessions then close with a Close frame.
     pub shutdown: CancellationToken,
     /// Every connected watch client, of either transport.
@@ -168,6 +172,7 @@ async fn upgrade(
     let (watch, initial) = Watch::resume(state.store.clone(), scope, node, &Held::new());
     let clients = state.clients.clone();
     let metrics = state.store.metrics.clone();
+    let fanout = state.fanout.clone();
     state.tasks.spawn(async move {
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,
@@ -175,6 +180,21 @@ async fn upgrade(
         };
         // In the client table from the completed upgrade to the end of the session.
         let client = clients.register(info);
+        let upgraded = match fanout {
+            Some(fanout) => match upgraded.downcast::<TokioIo<Rewind>>() {
+                Ok(parts) => {
+                    let (mut early, stream) = parts.io.into_inner().into_parts();
+                    early.extend_from_slice(&parts.read_buf);
+                    match stream.into_std() {
+                        Ok(stream) => fanout.join(Joining { stream, early, watch, initial, client, permit }),
+                        Err(e) => tracing::debug!(error = %e, "CDS watch connection lost at its hand-over"),
+                    }
+                    return;
+                }
+                Err(upgraded) => upgraded,
+            },
+            None => upgraded,
+        };
         let stream = TokioIo::new(upgraded);
         Session { stream, watch, settings, metrics, shutdown, client, _permit: permit }.run(initial).await
     });

@@ -8,7 +8,8 @@
 //!    [`latency`] times it).
 //! 2. The transports, each putting configs on the wire in an [`store::Encoding`] of its own:
 //!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], [`session`], with frames of
-//!    our own making, [`websocket`]) and the gRPC API ([`grpc`]). What they know of the
+//!    our own making, [`websocket`]; TCP watches are served by a few shard loops, [`fanout`],
+//!    not a task each) and the gRPC API ([`grpc`]). What they know of the
 //!    connection a request came on is in [`connection`].
 //! 3. The listener, [`serve`]: accepts connections ([`listener`], which the daemon's other
 //!    servers share), hands each request to its transport, and owns every task, so shutdown
@@ -22,6 +23,7 @@ pub mod api;
 pub mod authz;
 pub mod clients;
 pub mod connection;
+pub mod fanout;
 pub mod grpc;
 pub mod handshake;
 pub mod latency;

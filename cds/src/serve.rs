@@ -11,7 +11,8 @@
 
 use super::api::{self, CdsState};
 use super::clients::ClientTable;
-use super::connection::{ConnectionPermit, PeerAddr};
+use super::connection::{ConnectionPermit, PeerAddr, Rewind};
+use super::fanout::Fanout;
 use super::grpc::{self, ConnectionWatches};
 use super::opening::Opening;
 use super::store::ConfigStore;
@@ -21,11 +22,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -153,9 +152,17 @@ async fn routes(
 ) -> (axum::Router, tonic::service::Routes) {
     let clients = Arc::new(ClientTable::new(store.metrics.clone()));
     tracker.spawn(clients.clone().sample_stale(store.clone(), STALE_SAMPLE, shutdown.clone()));
+    let fanout = match Fanout::start(store.clone(), settings.session.clone(), shutdown.clone(), tracker) {
+        Ok(fanout) => Some(Arc::new(fanout)),
+        Err(error) => {
+            tracing::warn!(%error, "CDS fan-out unavailable: each WebSocket watch runs as a task of its own");
+            None
+        }
+    };
     let state = Arc::new(CdsState {
         store: store.clone(),
         session: settings.session.clone(),
+        fanout,
         shutdown: shutdown.clone(),
         clients: clients.clone(),
         authorizer: settings.authorizer.clone(),
@@ -239,7 +246,7 @@ async fn serve_connection<S>(
         Ok(Err(_)) | Err(_) => return,
     };
     let is_h2 = prefix == H2_PREFACE;
-    let io = TokioIo::new(Rewind { prefix, inner: stream });
+    let io = TokioIo::new(Rewind::new(prefix, stream));
     if is_h2 {
         let grpc = &settings.grpc;
         let mut http = hyper::server::conn::http2::Builder::new(streams);
@@ -293,52 +300,4 @@ async fn sniff(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
         }
     }
     Ok(prefix)
-}
-
-/// A stream that replays the bytes [`sniff`] read before reading on.
-struct Rewind {
-    prefix: Vec<u8>,
-    inner: TcpStream,
-}
-
-impl AsyncRead for Rewind {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if !self.prefix.is_empty() {
-            let n = self.prefix.len().min(buf.remaining());
-            buf.put_slice(&self.prefix[..n]);
-            self.prefix.drain(..n);
-            if self.prefix.is_empty() {
-                // A watch session reads through this for as long as it lives: hold nothing.
-                self.prefix = Vec::new();
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Rewind {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }

@@ -69,7 +69,7 @@ pub(super) struct Session<S> {
 
 /// Why a session ended, for the log and the metrics.
 #[derive(Debug)]
-enum End {
+pub(super) enum End {
     ClientClosed,
     ShuttingDown,
     TooSlow,
@@ -80,21 +80,7 @@ enum End {
 impl<S: AsyncRead + AsyncWrite + Unpin> Session<S> {
     pub async fn run(mut self, initial: Vec<Update>) {
         let end = self.serve(initial).await;
-        let goodbye = match end {
-            End::TooSlow | End::Silent => {
-                self.metrics.dropped_clients.get_or_create(&WEBSOCKET).inc();
-                tracing::info!(reason = ?end, "dropped CDS watch client");
-                None
-            }
-            End::Broken(error) => {
-                tracing::debug!(?error, "CDS watch client broke the WebSocket protocol");
-                Some(close_frame(Some(error.close_code())))
-            }
-            // An empty Close frame, as upstream sends: the client reconnects to a live replica.
-            End::ShuttingDown => Some(close_frame(None)),
-            End::ClientClosed => None,
-        };
-        if let Some(frame) = goodbye {
+        if let Some(frame) = end.goodbye(&self.metrics) {
             let _ = self.write(&frame).await;
         }
     }
@@ -191,22 +177,46 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<S> {
     }
 }
 
+impl End {
+    /// Logs and counts the end of a session; returns the Close frame to send the client, if
+    /// any.
+    pub(super) fn goodbye(&self, metrics: &CdsMetrics) -> Option<Bytes> {
+        match self {
+            End::TooSlow | End::Silent => {
+                metrics.dropped_clients.get_or_create(&WEBSOCKET).inc();
+                tracing::info!(reason = ?self, "dropped CDS watch client");
+                None
+            }
+            End::Broken(error) => {
+                tracing::debug!(?error, "CDS watch client broke the WebSocket protocol");
+                Some(close_frame(Some(error.close_code())))
+            }
+            // An empty Close frame, as upstream sends: the client reconnects to a live replica.
+            End::ShuttingDown => Some(close_frame(None)),
+            End::ClientClosed => None,
+        }
+    }
+}
+
 /// What the client's frames read so far ask of the session.
 #[derive(Default)]
-struct Inbox {
+pub(super) struct Inbox {
     /// Any frame arrived: the client is alive.
-    heard: bool,
+    pub heard: bool,
     /// The answer to the latest Ping (RFC 6455 §5.5.3 lets earlier ones go unanswered).
-    pong: Option<Bytes>,
+    pub pong: Option<Bytes>,
     /// The client closed, with this status code.
-    close: Option<Option<u16>>,
+    pub close: Option<Option<u16>>,
     /// The connection is over (end of stream, an error, a protocol violation).
-    end: Option<End>,
+    pub end: Option<End>,
 }
 
 /// Reads per wake-up at most this many chunks: a client that floods us cannot keep the task
 /// from its other work (the socket stays readable, so the rest is read on the next turn).
-const READS_PER_WAKE: usize = 8;
+pub(super) const READS_PER_WAKE: usize = 8;
+
+/// What one read of a client's socket brings in.
+pub(super) const READ_CHUNK: usize = 512;
 
 impl Inbox {
     /// Reads what the connection has now and parses it; pending (the task woken when there
@@ -214,7 +224,7 @@ impl Inbox {
     /// call, so an idle session holds none.
     fn poll_read<S: AsyncRead + Unpin>(stream: &mut S, cx: &mut Context<'_>, reader: &mut FrameReader) -> Poll<Inbox> {
         let mut inbox = Inbox::default();
-        let mut chunk = [0u8; 512];
+        let mut chunk = [0u8; READ_CHUNK];
         let mut read = false;
         for _ in 0..READS_PER_WAKE {
             let mut buf = ReadBuf::new(&mut chunk);
@@ -232,7 +242,8 @@ impl Inbox {
         if read { Poll::Ready(inbox) } else { Poll::Pending }
     }
 
-    fn take(&mut self, reader: &mut FrameReader, mut bytes: &[u8]) {
+    /// Parses `bytes`, the next ones read from the client, into what they ask for.
+    pub(super) fn take(&mut self, reader: &mut FrameReader, mut bytes: &[u8]) {
         while !bytes.is_empty() && self.close.is_none() && self.end.is_none() {
             match reader.read(bytes) {
                 Ok((used, event)) => {

@@ -147,7 +147,7 @@ impl Snapshot {
 }
 
 /// Which configs a client asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Scope {
     All,
     Namespace(String),

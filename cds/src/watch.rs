@@ -116,34 +116,69 @@ impl Watch {
     pub async fn next_updates(&mut self, out: &mut impl Extend<Update>) -> Result<(), StoreClosed> {
         loop {
             match &mut self.feed {
-                Feed::One { node, rx, node_rx, last_sent, .. } => {
-                    match node_rx {
-                        Some(node_rx) => tokio::select! {
-                            r = rx.changed() => r.map_err(|_| StoreClosed)?,
-                            r = node_rx.changed() => r.map_err(|_| StoreClosed)?,
-                        },
-                        None => rx.changed().await.map_err(|_| StoreClosed)?,
-                    }
-                    let Some(snapshot) = rx.borrow_and_update().clone() else { continue };
-                    let update = for_node(&self.store, snapshot, node.as_deref(), node_rx);
-                    if last_sent.as_ref().is_some_and(|sent| sent.is_same(&update)) {
-                        continue;
-                    }
-                    *last_sent = Some(Sent::of(&update));
-                    out.extend(Some(update));
-                    return Ok(());
-                }
-                Feed::Many { scope, rx, sent } => {
-                    rx.changed().await.map_err(|_| StoreClosed)?;
-                    rx.borrow_and_update();
-                    let updates = diff(&self.store.list(scope), sent);
-                    if !updates.is_empty() {
-                        out.extend(updates);
-                        return Ok(());
-                    }
-                }
+                Feed::One { rx, node_rx, .. } => match node_rx {
+                    Some(node_rx) => tokio::select! {
+                        r = rx.changed() => r.map_err(|_| StoreClosed)?,
+                        r = node_rx.changed() => r.map_err(|_| StoreClosed)?,
+                    },
+                    None => rx.changed().await.map_err(|_| StoreClosed)?,
+                },
+                Feed::Many { rx, .. } => rx.changed().await.map_err(|_| StoreClosed)?,
+            }
+            if self.take_due(out) {
+                return Ok(());
             }
         }
+    }
+
+    /// [`Self::next_updates`] without waiting, for a fan-out loop that was told this watch's
+    /// scope changed: adds what is due now to `out` and says whether there was anything.
+    pub fn poll_updates(&mut self, out: &mut impl Extend<Update>) -> Result<bool, StoreClosed> {
+        let changed = match &self.feed {
+            Feed::One { rx, node_rx, .. } => {
+                rx.has_changed().map_err(|_| StoreClosed)?
+                    || node_rx.as_ref().map(|n| n.has_changed()).transpose().map_err(|_| StoreClosed)? == Some(true)
+            }
+            Feed::Many { rx, .. } => rx.has_changed().map_err(|_| StoreClosed)?,
+        };
+        Ok(changed && self.take_due(out))
+    }
+
+    /// After a change was seen: marks it seen and adds what the client must be sent for it to
+    /// `out`, if anything.
+    fn take_due(&mut self, out: &mut impl Extend<Update>) -> bool {
+        match &mut self.feed {
+            Feed::One { node, rx, node_rx, last_sent, .. } => {
+                let Some(snapshot) = rx.borrow_and_update().clone() else { return false };
+                let update = for_node(&self.store, snapshot, node.as_deref(), node_rx);
+                if last_sent.as_ref().is_some_and(|sent| sent.is_same(&update)) {
+                    return false;
+                }
+                *last_sent = Some(Sent::of(&update));
+                out.extend(Some(update));
+                true
+            }
+            Feed::Many { scope, rx, sent } => {
+                rx.borrow_and_update();
+                let updates = diff(&self.store.list(scope), sent);
+                let due = !updates.is_empty();
+                out.extend(updates);
+                due
+            }
+        }
+    }
+
+    /// The scope this watch follows.
+    pub fn scope(&self) -> Scope {
+        match &self.feed {
+            Feed::One { id, .. } => Scope::Config(id.clone()),
+            Feed::Many { scope, .. } => scope.clone(),
+        }
+    }
+
+    /// Whether this watch follows the node table (its client's config is patched for its node).
+    pub fn has_node(&self) -> bool {
+        matches!(&self.feed, Feed::One { node: Some(_), .. })
     }
 }
 

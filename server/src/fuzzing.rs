@@ -63,6 +63,8 @@ impl CdsServer {
         let state = Arc::new(CdsState {
             store: store.clone(),
             session: Default::default(),
+            // Requests here are answered without a connection: nothing is ever upgraded.
+            fanout: None,
             shutdown: shutdown.clone(),
             clients: clients.clone(),
             authorizer: authorizer.clone(),

@@ -329,16 +329,8 @@ async fn malformed_upgrades_get_upstream_statuses_and_leave_nothing_behind() {
 #[tokio::test]
 async fn a_client_that_never_reads_does_not_stop_100_others() {
     let s = start(with_write_timeout(Duration::from_millis(500))).await;
-    // A stalled client: completes the handshake, then never reads a byte. A small receive
-    // buffer makes the server's writes to it block after a few frames.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(s.addr).await.unwrap();
-    let req = format!(
-        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-        s.addr
-    );
-    stalled.write_all(req.as_bytes()).await.unwrap();
+    // A stalled client: completes the handshake, then never reads a byte.
+    let stalled = unread_watch(s.addr).await;
     let mut healthy = Vec::new();
     for _ in 0..100 {
         healthy.push(watch(&s, "/api/v1/configs/ns/gw?watch=true").await);
@@ -416,14 +408,7 @@ async fn shutdown_waits_for_a_session_stuck_writing() {
     // Far more than the server's send buffer and the client's receive buffer hold.
     c.auth.credentials.insert("padding".into(), "x".repeat(2 << 20));
     s.store.upsert(c);
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(s.addr).await.unwrap();
-    let req = format!(
-        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-        s.addr
-    );
-    stalled.write_all(req.as_bytes()).await.unwrap();
+    let stalled = unread_watch(s.addr).await;
     let open = || s.metrics.clients.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get();
     for _ in 0..100 {
         if open() == 1 {
@@ -436,6 +421,19 @@ async fn shutdown_waits_for_a_session_stuck_writing() {
     tokio::time::timeout(Duration::from_secs(20), s.task).await.expect("server returns").unwrap();
     assert_eq!(open(), 0, "no watch session outlives the server");
     drop(stalled);
+}
+
+/// Asks for a watch of ns/gw on a socket with a small receive buffer and reads nothing back
+/// (not even the 101): the server's writes to it block after a few frames.
+async fn unread_watch(addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut sock = socket.connect(addr).await.unwrap();
+    let req = format!(
+        "GET /api/v1/configs/ns/gw?watch=true HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    sock.write_all(req.as_bytes()).await.unwrap();
+    sock
 }
 
 /// Opens a watch by hand, sending `early` in the same write as the request. Returns the socket
@@ -513,4 +511,87 @@ fn with_write_timeout(timeout: Duration) -> ServerSettings {
         session: stunner_gateway_cds::session::Settings { write_timeout: timeout, ..Default::default() },
         ..Default::default()
     }
+}
+
+/// Watch connections are served by the fan-out's shard loops, not a task each: a hundred
+/// more watchers leave the runtime's task count where it was.
+#[tokio::test]
+async fn watchers_are_served_without_a_task_each() {
+    let s = start(ServerSettings::default()).await;
+    s.store.upsert(config("ns/gw", "r0"));
+    let mut first = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    recv(&mut first).await;
+    let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let before = tasks();
+    let mut more = Vec::new();
+    for _ in 0..100 {
+        let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+        recv(&mut ws).await;
+        more.push(ws);
+    }
+    // Each connection's own tasks (its HTTP server, its upgrade) end with the hand-over.
+    for _ in 0..100 {
+        if tasks() <= before + 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(tasks() <= before + 2, "{} tasks for 101 watchers, {before} for one", tasks());
+    s.store.upsert(config("ns/gw", "r1"));
+    for ws in more.iter_mut().chain([&mut first]) {
+        assert_eq!(recv(ws).await.auth.realm, "r1");
+    }
+}
+
+/// A watcher that stops reading is not sent every version it missed: once it reads again it
+/// gets the frame that was on its way and then the latest version, never the ones between.
+#[tokio::test]
+async fn a_watcher_that_falls_behind_catches_up_with_the_latest_version() {
+    let s = start(with_write_timeout(Duration::from_secs(30))).await;
+    let mut slow = unread_watch(s.addr).await;
+    let mut healthy = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    let big = "x".repeat(256 * 1024);
+    for round in 0..20 {
+        let mut c = config("ns/gw", &format!("r{round}"));
+        c.auth.credentials.insert("padding".into(), big.clone());
+        s.store.upsert(c);
+        assert_eq!(recv(&mut healthy).await.auth.realm, format!("r{round}"));
+    }
+    // Now it reads: what was on its way, then the latest version, never each one between.
+    let mut got = Vec::new();
+    let latest = read_until(&mut slow, &mut got, |b| find(b, b"\"realm\":\"r19\"")).await;
+    let sent = got.windows(10).filter(|w| *w == b"\"realm\":\"r").count();
+    assert!(sent < 20, "{sent} versions sent to a watcher that was not reading");
+    assert_eq!(find(&got[latest + 1..], b"\"realm\":\"r"), None, "the latest version comes last");
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A client that never answers our Pings is dropped after three Ping intervals; one that
+/// answers stays.
+#[tokio::test]
+async fn silent_clients_are_pinged_then_dropped() {
+    let s = start(ServerSettings {
+        session: stunner_gateway_cds::session::Settings {
+            ping_interval: Duration::from_millis(100),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let (mut silent, mut got) = raw_watch(s.addr, "/api/v1/configs/ns/gw?watch=true", b"").await;
+    let mut alive = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
+    // tungstenite answers each Ping as it reads: this client reads all along.
+    let alive = tokio::spawn(async move { recv(&mut alive).await });
+    read_until(&mut silent, &mut got, |b| find(b, b"\x89\x09keepalive")).await;
+    // The stream ends (no Close: a silent client is not waited for).
+    let mut rest = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut rest)).await;
+    assert!(ended.is_ok(), "the silent client was let go");
+    assert_eq!(s.metrics.dropped_clients.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get(), 1);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    s.store.upsert(config("ns/gw", "r"));
+    assert_eq!(alive.await.unwrap().auth.realm, "r", "the client that answers is still served");
 }

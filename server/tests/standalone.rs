@@ -59,7 +59,7 @@ fn quickstart() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/quickstart")
 }
 
-fn temp_copy_of_quickstart(name: &str) -> PathBuf {
+fn temp_copy_of_quickstart(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!("standalone-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -67,7 +67,32 @@ fn temp_copy_of_quickstart(name: &str) -> PathBuf {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
     }
-    dir
+    TempDir(dir)
+}
+
+/// A test's manifest directory: removed when the test is done, whichever way it returns
+/// (kept if it failed, for a look).
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// The CDS address of a "serving config discovery" line, console (`address=A`) or zap's JSON
@@ -229,7 +254,6 @@ async fn quickstart_is_served_and_follows_edits() {
     std::fs::remove_file(dir.join("gateway.yaml")).unwrap();
     let c = next_config(&mut ws).await;
     assert!(c.normalized().unwrap().is_deleted(), "{c:?}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
@@ -245,7 +269,6 @@ async fn statuses_are_logged_and_served() {
     assert_eq!(gw["name"], "udp-gateway");
     assert_eq!(gw["status"]["conditions"][0]["type"], "Accepted");
     assert_eq!(gw["status"]["conditions"][0]["status"], "True");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The sample of `name` with exactly `labels` in a Prometheus text exposition.
@@ -292,7 +315,6 @@ async fn controller_runtime_metrics_count_the_reconciles_of_each_controller() {
     let labels = "{controller=\"gatewayconfig\",result=\"success\"}";
     let after = sample(&text, "controller_runtime_reconcile_total", labels).unwrap();
     assert!(after > before, "{before} -> {after}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// What an API server would refuse (issue #15: ports out of range, huge or path-like names,
@@ -347,7 +369,6 @@ async fn objects_an_api_server_would_refuse_are_reported_and_never_served() {
     assert_eq!(c.admin.name, "stunner/good");
     assert!(c.normalized().unwrap().is_deleted(), "{c:?}");
     assert_no_config(&mut all).await;
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// An invalid GatewayConfig is a warning naming the field, with file and line, whether an API
@@ -380,7 +401,6 @@ async fn an_invalid_gateway_config_is_a_warning_naming_the_field() {
     // Fixed (with a new password, so that the config changes): applied.
     std::fs::write(dir.join("gatewayclass.yaml"), class.replace("pass-1", "pass-9")).unwrap();
     assert_eq!(next_config(&mut ws).await.auth.credentials["password"], "pass-9");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The workspace's `stunnerctl`, built next to the daemon by `cargo test --workspace`.
@@ -425,7 +445,6 @@ async fn stunnerctl_shows_the_rendered_config_and_follows_edits() {
     let out = run(&["gateway-status", "-n", "stunner", "udp-gateway"]).output().await.unwrap();
     let status = String::from_utf8(out.stdout).unwrap();
     assert!(status.contains("Programmed=True"), "{status}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
@@ -557,13 +576,12 @@ async fn out_of_file_descriptors_new_clients_get_a_503_and_the_log_stays_short()
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(served, "never served again after the watches closed");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The quickstart with its Gateway published by a LoadBalancer Service that the manifests
 /// hold with an address, as a cloud would give it: the Gateway has no `spec.addresses`, so its
 /// listeners' public address comes from `status.loadBalancer`.
-fn quickstart_behind_a_load_balancer(name: &str) -> PathBuf {
+fn quickstart_behind_a_load_balancer(name: &str) -> TempDir {
     let dir = quickstart_without_addresses(name);
     write_load_balancer_service(&dir);
     dir
@@ -573,7 +591,7 @@ const GATEWAY_UID: &str = "0b6a3a52-5c5e-4d43-9d1e-3c1f6a1b2c3d";
 
 /// The quickstart with a Gateway that has no `spec.addresses` (and a uid, for the Service's
 /// owner reference).
-fn quickstart_without_addresses(name: &str) -> PathBuf {
+fn quickstart_without_addresses(name: &str) -> TempDir {
     let dir = temp_copy_of_quickstart(name);
     let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
     let gateway = gateway.replace("  addresses:\n    - type: IPAddress\n      value: 127.0.0.1\n", "").replacen(
@@ -628,7 +646,6 @@ async fn the_load_balancer_address_of_the_manifests_survives_the_operators_own_s
     let gw = list["items"].as_array().unwrap().iter().find(|i| i["kind"] == "Gateway").unwrap();
     let programmed = gw["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Programmed");
     assert_eq!(programmed.unwrap()["status"], "True", "{gw}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The same Service written to the manifests only after the operator applied its own: what
@@ -648,7 +665,6 @@ async fn a_load_balancer_address_the_manifests_add_later_survives_the_next_rende
     let c = next_config(&mut ws).await;
     assert_eq!(public_addresses(&c), ["192.0.2.7", "192.0.2.7"]);
     assert_no_config(&mut ws).await;
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 impl Daemon {
@@ -702,7 +718,6 @@ async fn hostile_files_neither_block_the_daemon_nor_stop_other_edits() {
     assert_eq!(next_config(&mut ws).await.listeners.len(), 3);
     d.wait_for_log("x.yaml: not a regular file").await;
     d.wait_for_log("deep.yaml:1: nested deeper than 100 levels").await;
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The daemon's uid for the permission tests: as root, another user (permission bits do not
@@ -747,7 +762,6 @@ async fn unreadable_entries_are_skipped_by_name_and_the_rest_applies() {
     d.wait_for_log(&format!("{}: cannot read", dir.join("route.yaml").display())).await;
     d.wait_for_log(&format!("{}: not UTF-8 text", dir.join("gatewayclass.yaml").display())).await;
     chmod(&dir.join("private"), 0o755);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Out of file descriptors when a file changes: the rescan fails, and is retried once
@@ -793,7 +807,6 @@ async fn a_failed_rescan_is_retried() {
     drop(hogs);
     set_limit(original);
     assert_eq!(next_config(&mut ws).await.listeners.len(), 3);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The directory removed: the last configs stay served, `/readyz` and the log say it is gone;
@@ -809,8 +822,8 @@ async fn a_removed_and_recreated_directory_is_followed_again() {
         .map(|e| e.unwrap().path())
         .map(|p| (p.file_name().unwrap().into(), std::fs::read(&p).unwrap()))
         .collect();
-
     std::fs::remove_dir_all(&dir).unwrap();
+
     d.wait_for_log("the manifest directory is gone").await;
     let (code, why) = d.readyz().await;
     assert_eq!(code, 503);
@@ -828,7 +841,6 @@ async fn a_removed_and_recreated_directory_is_followed_again() {
     add_a_listener(&dir);
     assert_eq!(next_config(&mut ws).await.listeners.len(), 3);
     assert_eq!(d.readyz().await, (200, "ok".to_string()));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The config served for `path`, as the bytes the CDS sends.
@@ -934,7 +946,6 @@ async fn an_invalid_edit_holds_the_last_valid_version() {
     std::fs::write(dir.join("other.yaml"), gateway.replace("3478", "70000")).unwrap();
     d.wait_for_log("other.yaml:").await;
     assert_no_config(&mut all).await;
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Issue #43: an invalid value of every secret field (a GatewayConfig's inline credentials,
@@ -1035,7 +1046,6 @@ async fn no_secret_value_appears_with(name: &str, log: &'static str, args: &[&st
             assert!(!text.contains(value), "{value} in {place}:\n{text}");
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Issue #43: a directory past the budget is refused as a whole, with its totals, and what
@@ -1067,7 +1077,6 @@ async fn a_directory_past_the_budget_is_refused_as_a_whole() {
     // Within it again: the edit applies.
     std::fs::remove_file(dir.join("more.yaml")).unwrap();
     assert_eq!(next_config(&mut ws).await.listeners[0].port, 3479);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The daemon's resident memory, in KiB.
@@ -1132,5 +1141,4 @@ async fn memory_returns_after_a_large_directory_is_deleted_three_times() {
         assert!(loaded[round - 1] * 2 <= loaded[0] * 3, "round {round}: loads at {loaded:?} KiB");
         assert!(loaded[0] * 2 > fresh * 3, "the load is large enough to matter: {loaded:?} KiB, {fresh} KiB fresh");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -120,11 +120,11 @@ mod config_id {
         name: String,
     }
 
-    pub fn serialize<S: Serializer>(id: &ConfigId, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(id: &ConfigId, s: S) -> Result<S::Ok, S::Error> {
         Wire { namespace: id.namespace.clone(), name: id.name.clone() }.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigId, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ConfigId, D::Error> {
         let w = Wire::deserialize(d)?;
         Ok(ConfigId::new(w.namespace, w.name))
     }

@@ -56,7 +56,7 @@ pub fn offload_engine(raw: &str) -> Result<&'static str, ConfigError> {
 
 impl AdminConfig {
     /// Applies defaults and normalises, as stunnerd's `AdminConfig.Validate`.
-    pub fn validate(&mut self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&mut self) -> Result<(), ConfigError> {
         if self.loglevel.is_empty() {
             self.loglevel = DEFAULT_LOG_LEVEL.into();
         }

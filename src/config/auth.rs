@@ -37,7 +37,7 @@ impl AuthType {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AuthType::None => "none",
             AuthType::Static => "static",
@@ -48,7 +48,7 @@ impl AuthType {
 
 impl AuthConfig {
     /// Applies defaults and checks credentials, as stunnerd's `AuthConfig.Validate`.
-    pub fn validate(&mut self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&mut self) -> Result<(), ConfigError> {
         let raw = if self.auth_type.is_empty() { "static" } else { &self.auth_type };
         let auth_type = AuthType::parse(raw)?;
         self.auth_type = auth_type.as_str().into();

@@ -34,7 +34,7 @@ fn canonical<'a>(raw: &str, known: [&'a str; 2], what: &str) -> Result<&'a str, 
 
 impl ClusterConfig {
     /// Applies defaults, checks STATIC endpoints and sorts them, as stunnerd's `ClusterConfig.Validate`.
-    pub fn validate(&mut self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&mut self) -> Result<(), ConfigError> {
         if self.name.is_empty() {
             return Err(ConfigError(format!("missing name in cluster configuration: {self}")));
         }

@@ -13,7 +13,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Parses `ep` as stunnerd does, with the dataplane's error texts.
-    pub fn parse(ep: &str) -> Result<Self, String> {
+    pub(crate) fn parse(ep: &str) -> Result<Self, String> {
         let (cidr, ports) = match split_port_range(ep) {
             Some((cidr, low, high)) => {
                 let low = parse_port(low).map_err(|e| format!("invalid port in endpoint {}: {e}", quote(ep)))?;

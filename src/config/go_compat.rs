@@ -47,7 +47,7 @@ fn is_printable(c: char) -> bool {
 /// Go accepts almost any string as a URL; this covers the failures Go reports for the inputs
 /// a configuration can plausibly hold: control characters, a missing scheme before a colon,
 /// a colon in the first path segment, a bad percent escape and a non-numeric port.
-pub fn check_url(raw: &str) -> Result<(), String> {
+pub(crate) fn check_url(raw: &str) -> Result<(), String> {
     url_problem(raw).map_err(|msg| format!("parse {}: {msg}", quote(raw)))
 }
 

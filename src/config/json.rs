@@ -11,7 +11,7 @@ use serde_json::ser::Formatter;
 use std::io;
 
 /// Encodes `value` as compact JSON with Go- and YAML-safe string escaping.
-pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, GoSafeFormatter);
     value.serialize(&mut ser).expect("wire types serialize infallibly into memory");

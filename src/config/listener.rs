@@ -57,7 +57,7 @@ pub fn is_tls_protocol(canonical: &str) -> bool {
 
 impl ListenerConfig {
     /// Applies defaults and checks the listener, as stunnerd's `ListenerConfig.Validate`.
-    pub fn validate(&mut self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&mut self) -> Result<(), ConfigError> {
         if self.name.is_empty() {
             return Err(ConfigError(format!("missing name in listener configuration: {self}")));
         }

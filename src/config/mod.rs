@@ -33,7 +33,7 @@ pub use listener::{
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub const API_VERSION: &str = "v1";
+pub(crate) const API_VERSION: &str = "v1";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -49,7 +49,7 @@ pub struct StunnerConfig {
 
 impl StunnerConfig {
     /// The placeholder config: static auth with dummy credentials, nothing else.
-    pub fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         let credentials = [("username", "dummy-username"), ("password", "dummy-password")]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -92,13 +92,6 @@ impl StunnerConfig {
     /// stunnerd's `IsConfigDeleted`: whether this (validated) config is the zero config of its name.
     pub fn is_deleted(&self) -> bool {
         Self::zero(&self.admin.name).normalized().is_ok_and(|z| &z == self)
-    }
-
-    /// stunnerd's `IsZeroConfig`: like [`Self::is_deleted`] but any log level counts.
-    pub fn is_zero(&self) -> bool {
-        let mut z = Self::zero(&self.admin.name);
-        z.admin.loglevel = self.admin.loglevel.clone();
-        z.normalized().is_ok_and(|z| &z == self)
     }
 
     /// A digest of what the dataplane runs: the first 64 bits of the SHA-256 of the normalised

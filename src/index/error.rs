@@ -16,7 +16,7 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
-    pub fn is_unknown_kind(&self) -> bool {
+    pub(crate) fn is_unknown_kind(&self) -> bool {
         matches!(self, DecodeError::UnknownKind { .. })
     }
 }

@@ -47,7 +47,7 @@ impl Index {
     /// Whether `route` may refer to `backend`: always within a namespace, else only when a
     /// ReferenceGrant in the backend's namespace allows the route's kind from the route's
     /// namespace to the backend's kind (and name, when the grant gives one).
-    pub fn reference_permitted(&self, route: &ObjRef, backend: &ObjRef) -> bool {
+    pub(crate) fn reference_permitted(&self, route: &ObjRef, backend: &ObjRef) -> bool {
         if route.key.namespace == backend.key.namespace {
             return true;
         }

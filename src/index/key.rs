@@ -28,7 +28,7 @@ impl ObjectKey {
     }
 
     /// Parses `namespace/name`; a string without a slash is a cluster-scoped name.
-    pub fn parse(s: &str) -> Self {
+    pub(crate) fn parse(s: &str) -> Self {
         match s.split_once('/') {
             Some((namespace, name)) => ObjectKey::new(namespace, name),
             None => ObjectKey::cluster(s),
@@ -36,7 +36,7 @@ impl ObjectKey {
     }
 
     /// The key, borrowed.
-    pub fn view(&self) -> KeyView<'_> {
+    pub(crate) fn view(&self) -> KeyView<'_> {
         KeyView { namespace: &self.namespace, name: &self.name }
     }
 }
@@ -57,16 +57,16 @@ pub struct KeyView<'a> {
 }
 
 impl<'a> KeyView<'a> {
-    pub fn new(namespace: &'a str, name: &'a str) -> Self {
+    pub(crate) fn new(namespace: &'a str, name: &'a str) -> Self {
         KeyView { namespace, name }
     }
 
     /// The key of a cluster-scoped object.
-    pub fn cluster(name: &'a str) -> Self {
+    pub(crate) fn cluster(name: &'a str) -> Self {
         KeyView::new("", name)
     }
 
-    pub fn to_owned(self) -> ObjectKey {
+    pub(crate) fn to_owned(self) -> ObjectKey {
         ObjectKey::new(self.namespace, self.name)
     }
 }

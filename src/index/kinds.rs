@@ -223,7 +223,7 @@ macro_rules! kinds {
             }
 
             /// The kind whose objects carry this `apiVersion` group and version, and `kind`.
-            pub fn named(group: &str, version: &str, kind: &str) -> Option<Kind> {
+            pub(crate) fn named(group: &str, version: &str, kind: &str) -> Option<Kind> {
                 $(
                     let also: &[&str] = &[$($($older),+)?];
                     if names::<$wire>(group, version, kind, also) {

@@ -29,7 +29,7 @@ impl<'a> ObjRefView<'a> {
         ObjRefView { kind, key: key.into() }
     }
 
-    pub fn to_owned(self) -> ObjRef {
+    pub(crate) fn to_owned(self) -> ObjRef {
         ObjRef::new(self.kind, self.key.to_owned())
     }
 }

@@ -44,7 +44,7 @@ impl Index {
     }
 
     /// The store of a route kind, if `kind` is one.
-    pub fn route_store(&self, kind: Kind) -> Option<&Store<crate::resources::UdpRoute>> {
+    pub(crate) fn route_store(&self, kind: Kind) -> Option<&Store<crate::resources::UdpRoute>> {
         match kind {
             Kind::UdpRoute => Some(self.udp_routes()),
             Kind::GatewayUdpRoute => Some(self.gateway_udp_routes()),
@@ -120,18 +120,18 @@ impl Index {
 
     /// Every object that refers to `target`, by kind (in declaration order), then key: one
     /// search for several kinds.
-    pub fn all_referrers<'a>(&'a self, target: ObjRefView<'_>) -> impl Iterator<Item = &'a ObjRef> + use<'a> {
+    pub(crate) fn all_referrers<'a>(&'a self, target: ObjRefView<'_>) -> impl Iterator<Item = &'a ObjRef> + use<'a> {
         self.reverse.get(&target).into_iter().flatten()
     }
 
     /// The objects `source` refers to, in the order the object names them.
-    pub fn references(&self, source: &ObjRef) -> &[ObjRef] {
+    pub(crate) fn references(&self, source: &ObjRef) -> &[ObjRef] {
         self.forward.get(source).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// The address of the first Node (by name) that has an ExternalIP, else an ExternalDNS
     /// address: where NodePort Services are reachable from outside.
-    pub fn first_node_address(&self) -> Option<&str> {
+    pub(crate) fn first_node_address(&self) -> Option<&str> {
         self.nodes().values().find_map(refs::node_external_address)
     }
 

@@ -15,7 +15,7 @@ const FEW: usize = 32;
 
 /// The referrers of one object (in the index, [`super::ObjRef`]s), in order, each once.
 #[derive(Debug, Clone)]
-pub enum Referrers<T> {
+pub(crate) enum Referrers<T> {
     Few(Vec<T>),
     Many(BTreeSet<T>),
 }
@@ -27,7 +27,7 @@ impl<T> Default for Referrers<T> {
 }
 
 impl<T: Ord> Referrers<T> {
-    pub fn insert(&mut self, r: T) {
+    pub(crate) fn insert(&mut self, r: T) {
         match self {
             Referrers::Few(v) => {
                 if let Err(at) = v.binary_search(&r) {
@@ -44,7 +44,7 @@ impl<T: Ord> Referrers<T> {
         }
     }
 
-    pub fn remove(&mut self, r: &T) {
+    pub(crate) fn remove(&mut self, r: &T) {
         match self {
             Referrers::Few(v) => {
                 if let Ok(at) = v.binary_search(r) {
@@ -57,14 +57,14 @@ impl<T: Ord> Referrers<T> {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         match self {
             Referrers::Few(v) => v.is_empty(),
             Referrers::Many(set) => set.is_empty(),
         }
     }
 
-    pub fn iter(&self) -> Iter<'_, T> {
+    pub(crate) fn iter(&self) -> Iter<'_, T> {
         match self {
             Referrers::Few(v) => Iter::Few(v.iter()),
             Referrers::Many(set) => Iter::Many(set.iter()),
@@ -82,7 +82,7 @@ impl<'a, T: Ord> IntoIterator for &'a Referrers<T> {
 }
 
 /// The referrers in order.
-pub enum Iter<'a, T> {
+pub(crate) enum Iter<'a, T> {
     Few(std::slice::Iter<'a, T>),
     Many(btree_set::Iter<'a, T>),
 }

@@ -49,15 +49,15 @@ impl<T> Store<T> {
     }
 
     /// The object of a borrowed key.
-    pub fn lookup(&self, key: KeyView<'_>) -> Option<&T> {
+    pub(crate) fn lookup(&self, key: KeyView<'_>) -> Option<&T> {
         self.get(&key)
     }
 
-    pub fn lookup_key_value(&self, key: KeyView<'_>) -> Option<(&ObjectKey, &T)> {
+    pub(crate) fn lookup_key_value(&self, key: KeyView<'_>) -> Option<(&ObjectKey, &T)> {
         self.objects.get_key_value(&key).map(|(k, v)| (k, v.as_ref()))
     }
 
-    pub fn contains(&self, key: KeyView<'_>) -> bool {
+    pub(crate) fn contains(&self, key: KeyView<'_>) -> bool {
         self.contains_key(&key)
     }
 
@@ -65,12 +65,12 @@ impl<T> Store<T> {
         self.order.iter()
     }
 
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
+    pub(crate) fn values(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
         self.order.iter().map(|k| self.stored(k))
     }
 
     /// The objects of namespace `ns`, in key order.
-    pub fn in_namespace<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = (&'a ObjectKey, &'a T)> {
+    pub(crate) fn in_namespace<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = (&'a ObjectKey, &'a T)> {
         let from = ObjectKey::new(ns, "");
         self.order.range(from..).take_while(move |k| k.namespace == ns).map(|k| (k, self.stored(k)))
     }

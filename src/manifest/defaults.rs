@@ -10,7 +10,7 @@ use crate::index::Resource;
 pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// Fills in the namespace and the uid where the object has none.
-pub fn apply(resource: &mut Resource) {
+pub(crate) fn apply(resource: &mut Resource) {
     let kind = resource.kind();
     let meta = resource.meta_mut();
     if !kind.is_cluster_scoped() && meta.namespace.is_none() {

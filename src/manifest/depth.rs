@@ -10,10 +10,10 @@
 //! (`see [1`) do not count. It may overestimate on odd input; real manifests nest a few levels.
 
 /// Deeper than anything the API server's objects need, below the parser's own limit (128).
-pub const MAX_FLOW_DEPTH: usize = 100;
+pub(crate) const MAX_FLOW_DEPTH: usize = 100;
 
 /// `Err(line)` (1-based, in `text`) where the flow nesting first exceeds [`MAX_FLOW_DEPTH`].
-pub fn check_flow_depth(text: &str) -> Result<(), usize> {
+pub(crate) fn check_flow_depth(text: &str) -> Result<(), usize> {
     let mut depth = 0usize;
     let mut line = 1;
     // The last character that was not whitespace, on this line (block context only).

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// Why a stream could not be parsed: the 1-based line of the problem and what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyntaxError {
+pub(crate) struct SyntaxError {
     pub line: usize,
     pub message: String,
 }
@@ -21,7 +21,7 @@ pub struct SyntaxError {
 /// The documents of `text` in order, each with its 1-based first line of content (for a
 /// document without content, the line of its `---`). Empty documents are kept as `Null`:
 /// what to make of them is the caller's business.
-pub fn documents(text: &str) -> Result<Vec<(usize, Value)>, SyntaxError> {
+pub(crate) fn documents(text: &str) -> Result<Vec<(usize, Value)>, SyntaxError> {
     check_flow_depth(text).map_err(|line| SyntaxError {
         line,
         message: format!("nested deeper than {MAX_FLOW_DEPTH} levels; not parsed"),

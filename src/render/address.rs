@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 
 /// A listener's public address and port.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicAddress {
+pub(crate) struct PublicAddress {
     pub address: String,
     pub port: i32,
     /// `IPAddress` or `Hostname`.
@@ -19,7 +19,7 @@ const HOSTNAME: &str = "Hostname";
 
 /// The live Service that publishes a Gateway: annotated for it and owned by it, LoadBalancer
 /// preferred over ExternalName, NodePort, ClusterIP; the first by name among equals.
-pub fn gateway_service<'a>(index: &'a Index, key: &ObjectKey, gw: &Gateway) -> Option<&'a Service> {
+pub(crate) fn gateway_service<'a>(index: &'a Index, key: &ObjectKey, gw: &Gateway) -> Option<&'a Service> {
     let rank = |s: &Service| match s.spec.as_ref().and_then(|s| s.type_.as_deref()) {
         Some("LoadBalancer") => 3,
         Some("ExternalName") => 2,
@@ -46,7 +46,7 @@ pub fn gateway_service<'a>(index: &'a Index, key: &ObjectKey, gw: &Gateway) -> O
 }
 
 /// The public address of each listener, in spec order (`None` where unknown).
-pub fn public_addresses(index: &Index, key: &ObjectKey, gw: &Gateway) -> Vec<Option<PublicAddress>> {
+pub(crate) fn public_addresses(index: &Index, key: &ObjectKey, gw: &Gateway) -> Vec<Option<PublicAddress>> {
     let svc = gateway_service(index, key, gw);
     gw.spec.listeners.iter().map(|l| svc.and_then(|s| listener_address(index, gw, s, l.port, &l.protocol))).collect()
 }

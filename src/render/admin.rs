@@ -5,11 +5,11 @@ use super::error::RenderError;
 use crate::config::{AdminConfig, DEFAULT_HEALTH_CHECK_ENDPOINT, DEFAULT_LOG_LEVEL, DEFAULT_METRICS_ENDPOINT};
 
 /// The dataplane name in legacy mode, where one config serves a whole class.
-pub const LEGACY_NAME: &str = "stunner-daemon";
+pub(crate) const LEGACY_NAME: &str = "stunner-daemon";
 
 /// Renders and validates the admin section; `name` is the config id. The Dataplane (managed
 /// mode only) decides metrics, health checks and offload.
-pub fn render(class: &ReadyClass<'_>, name: String) -> Result<AdminConfig, RenderError> {
+pub(crate) fn render(class: &ReadyClass<'_>, name: String) -> Result<AdminConfig, RenderError> {
     let dp = class.dataplane.map(|d| &d.spec);
     let mut admin = AdminConfig {
         name,

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// What adoption reads of the dataplane object in place, of either kind.
-pub struct InPlace<'a> {
+pub(crate) struct InPlace<'a> {
     metadata: &'a ObjectMeta,
     config_origin: Option<&'a str>,
     /// Whether none of its pods is unavailable.
@@ -49,7 +49,7 @@ impl<'a> From<&'a DaemonSet> for InPlace<'a> {
 
 /// Keeps `live`'s foreign origin in the rendered object (its `metadata` and pod `template`)
 /// while the adoption rules above allow it.
-pub fn keep_foreign_origin(
+pub(crate) fn keep_foreign_origin(
     metadata: &mut ObjectMeta,
     template: Option<&mut PodTemplateSpec>,
     live: Option<InPlace<'_>>,

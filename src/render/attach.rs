@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 /// A route the renderer considers: a STUNner v1 route, or a Gateway API route not masked by a
 /// route of an earlier kind (see [`ROUTE_KINDS`]).
 #[derive(Debug, Clone, Copy)]
-pub struct Route<'a> {
+pub(crate) struct Route<'a> {
     /// One of [`ROUTE_KINDS`].
     pub kind: Kind,
     pub key: &'a ObjectKey,
@@ -27,40 +27,40 @@ pub struct Route<'a> {
 }
 
 impl<'a> Route<'a> {
-    pub fn namespace(&self) -> &str {
+    pub(crate) fn namespace(&self) -> &str {
         &self.key.namespace
     }
 
-    pub fn obj_ref(&self) -> ObjRef {
+    pub(crate) fn obj_ref(&self) -> ObjRef {
         ObjRef::new(self.kind, self.key.clone())
     }
 
-    pub fn view(&self) -> ObjRefView<'a> {
+    pub(crate) fn view(&self) -> ObjRefView<'a> {
         ObjRefView::new(self.kind, self.key)
     }
 }
 
 /// The kind of route that hides `r`: a stored route of an earlier kind with the same key.
-pub fn masked_by(index: &Index, r: ObjRefView<'_>) -> Option<Kind> {
+pub(crate) fn masked_by(index: &Index, r: ObjRefView<'_>) -> Option<Kind> {
     let earlier = ROUTE_KINDS.into_iter().take_while(|k| *k != r.kind);
     earlier.filter(|_| is_route(r.kind)).find(|k| index.route_store(*k).is_some_and(|s| s.contains(r.key)))
 }
 
 /// A route by reference, if stored (masked routes included).
-pub fn route<'a>(index: &'a Index, r: ObjRefView<'_>) -> Option<Route<'a>> {
+pub(crate) fn route<'a>(index: &'a Index, r: ObjRefView<'_>) -> Option<Route<'a>> {
     let store = index.route_store(r.kind)?;
     store.lookup_key_value(r.key).map(|(key, route)| Route { kind: r.kind, key, route })
 }
 
 /// Whether objects of `kind` are routes.
-pub fn is_route(kind: Kind) -> bool {
+pub(crate) fn is_route(kind: Kind) -> bool {
     ROUTE_KINDS.contains(&kind)
 }
 
 /// The unmasked routes naming a Gateway as parent, kind by kind in [`ROUTE_KINDS`] order, each
 /// in key order (upstream uses store order, which is unspecified). Referrers come by kind, in
 /// declaration order, which is that order.
-pub fn gateway_routes<'a>(index: &'a Index, gw: &ObjectKey) -> Vec<Route<'a>> {
+pub(crate) fn gateway_routes<'a>(index: &'a Index, gw: &ObjectKey) -> Vec<Route<'a>> {
     let referrers = index.all_referrers(ObjRefView::new(Kind::Gateway, gw));
     let route = |r: &'a ObjRef| {
         let stored = index.route_store(r.kind)?.get(&r.key).filter(|_| masked_by(index, r.view()).is_none())?;
@@ -71,7 +71,7 @@ pub fn gateway_routes<'a>(index: &'a Index, gw: &ObjectKey) -> Vec<Route<'a>> {
 
 /// Whether parentRef `p` of a route of `kind` in `route_ns` attaches to listener `l` of
 /// Gateway `gw`.
-pub fn accepts(
+pub(crate) fn accepts(
     index: &Index,
     gw: &Gateway,
     l: &GatewayListeners,
@@ -136,7 +136,7 @@ fn selector_matches(s: &Selector, labels: &BTreeMap<String, String>) -> bool {
 
 /// The keys of the routes attached to listener `l`, once per matching parentRef (so a route
 /// may appear twice, as upstream).
-pub fn listener_routes(index: &Index, gw: &Gateway, l: &GatewayListeners, routes: &[Route<'_>]) -> Vec<String> {
+pub(crate) fn listener_routes(index: &Index, gw: &Gateway, l: &GatewayListeners, routes: &[Route<'_>]) -> Vec<String> {
     routes
         .iter()
         .flat_map(|r| {

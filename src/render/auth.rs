@@ -45,7 +45,7 @@ fn credentials(
 /// `stunMode` turns authentication off, and with it TURN: stunnerd then answers STUN binding
 /// requests and refuses every allocation (401 without credentials, 400 with them); the
 /// credentials configured are neither needed nor read.
-pub fn render(index: &Index, config: &GatewayConfig) -> Result<AuthConfig, RenderError> {
+pub(crate) fn render(index: &Index, config: &GatewayConfig) -> Result<AuthConfig, RenderError> {
     let spec = &config.spec;
     let (t, creds) = match &spec.auth_ref {
         _ if spec.stun_mode => (AuthType::None, BTreeMap::new()),

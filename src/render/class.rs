@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// A class of ours with everything rendering needs.
 #[derive(Debug, Clone)]
-pub struct ReadyClass<'a> {
+pub(crate) struct ReadyClass<'a> {
     pub class: &'a GatewayClass,
     pub config: &'a GatewayConfig,
     pub config_key: KeyView<'a>,
@@ -21,7 +21,7 @@ pub struct ReadyClass<'a> {
 
 /// What a GatewayClass name resolves to.
 #[derive(Debug, Clone)]
-pub enum ClassState<'a> {
+pub(crate) enum ClassState<'a> {
     /// Missing, another controller's, or without a usable `parametersRef`: not ours to touch.
     NotOurs,
     /// Ours, but its GatewayConfig (or Dataplane) is missing.
@@ -29,7 +29,7 @@ pub enum ClassState<'a> {
     Ready(ReadyClass<'a>),
 }
 
-pub fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> ClassState<'a> {
+pub(crate) fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> ClassState<'a> {
     let Some(class) = index.gateway_classes().lookup(KeyView::cluster(name)) else {
         return ClassState::NotOurs;
     };
@@ -61,12 +61,12 @@ pub fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSettings) -> C
 }
 
 /// Whether a class is ours (valid shape and controller), ready or not.
-pub fn is_ours(index: &Index, name: &str, settings: &RenderSettings) -> bool {
+pub(crate) fn is_ours(index: &Index, name: &str, settings: &RenderSettings) -> bool {
     !matches!(resolve(index, name, settings), ClassState::NotOurs)
 }
 
 /// The status of a class of ours (`None` for classes that are not ours: they get no status).
-pub fn status(state: &ClassState<'_>, settings: &RenderSettings, now: &Time) -> Option<GatewayClassStatus> {
+pub(crate) fn status(state: &ClassState<'_>, settings: &RenderSettings, now: &Time) -> Option<GatewayClassStatus> {
     let (class, condition) = match state {
         ClassState::NotOurs => return None,
         ClassState::Invalid(class, err) => {

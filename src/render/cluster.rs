@@ -11,7 +11,7 @@ use crate::resources::{BackendRef, GROUP};
 /// A rendered cluster (absent when a critical error dropped it) and the last backend error,
 /// which decides the route's `ResolvedRefs` condition even when the cluster was rendered.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RenderedCluster {
+pub(crate) struct RenderedCluster {
     pub cluster: Option<ClusterConfig>,
     pub error: Option<RenderError>,
 }
@@ -22,7 +22,7 @@ struct Backend {
     cluster_type: &'static str,
 }
 
-pub fn render(index: &Index, route: &Route<'_>, settings: &RenderSettings) -> RenderedCluster {
+pub(crate) fn render(index: &Index, route: &Route<'_>, settings: &RenderSettings) -> RenderedCluster {
     let Some(rule) = route.route.spec.rules.first() else {
         return RenderedCluster { cluster: None, error: Some(RenderError::new(Reason::NoRuleFound)) };
     };

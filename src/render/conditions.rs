@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 const MAX_GATEWAY_CONDITIONS: usize = 7;
 
 /// A condition of the owning object's `generation`, transitioning `now`.
-pub fn build(
+pub(crate) fn build(
     type_: &str,
     status: &str,
     reason: &str,
@@ -30,7 +30,7 @@ pub fn build(
 /// "Set by type" (apimachinery's `SetStatusCondition`): a condition of the same type is updated
 /// in place, its transition time changing only with its status; other types are kept; new types
 /// are appended.
-pub fn set(conditions: &mut Vec<Condition>, new: Condition) {
+pub(crate) fn set(conditions: &mut Vec<Condition>, new: Condition) {
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(old) => {
             let ltt =
@@ -42,7 +42,7 @@ pub fn set(conditions: &mut Vec<Condition>, new: Condition) {
 }
 
 /// Drops the oldest Gateway conditions beyond upstream's limit.
-pub fn prune(conditions: &mut Vec<Condition>) {
+pub(crate) fn prune(conditions: &mut Vec<Condition>) {
     if conditions.len() > MAX_GATEWAY_CONDITIONS {
         conditions.drain(..conditions.len() - MAX_GATEWAY_CONDITIONS);
     }
@@ -50,7 +50,7 @@ pub fn prune(conditions: &mut Vec<Condition>) {
 
 /// For lists rebuilt from scratch (listener and route parent conditions): a new condition equal
 /// to a stored one of the same type in everything but time keeps the stored time.
-pub fn keep_times(old: &[Condition], new: &mut [Condition]) {
+pub(crate) fn keep_times(old: &[Condition], new: &mut [Condition]) {
     for c in new {
         let same = old.iter().find(|o| {
             o.type_ == c.type_

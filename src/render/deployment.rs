@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 
-pub const CONTAINER_NAME: &str = "stunner-daemon";
-pub const DEFAULT_IMAGE: &str = "l7mp/stunnerd:latest";
+pub(crate) const CONTAINER_NAME: &str = "stunner-daemon";
+pub(crate) const DEFAULT_IMAGE: &str = "l7mp/stunnerd:latest";
 const DEFAULT_GRACE_SECONDS: i64 = 3600;
 const HEALTH_CHECK_PORT: i32 = 8086;
 const METRICS_PORT: i32 = 8080;
@@ -187,7 +187,7 @@ fn workload(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSett
 }
 
 /// The Gateway's dataplane as a Deployment (`dataplaneResource: Deployment`, the default).
-pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> Deployment {
+pub(crate) fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> Deployment {
     let Workload { metadata, selector, template } = workload(key, gw, dp, settings);
     Deployment {
         metadata,
@@ -206,7 +206,7 @@ pub fn render(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSe
 
 /// The Gateway's dataplane as a DaemonSet (`dataplaneResource: DaemonSet`): one pod per
 /// schedulable node; `replicas` means nothing here and is not rendered.
-pub fn render_daemon_set(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> DaemonSet {
+pub(crate) fn render_daemon_set(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> DaemonSet {
     let Workload { metadata, selector, template } = workload(key, gw, dp, settings);
     DaemonSet { metadata, spec: Some(DaemonSetSpec { selector, template, ..Default::default() }), status: None }
 }

@@ -68,24 +68,24 @@ pub struct RenderError {
 }
 
 impl RenderError {
-    pub fn new(reason: Reason) -> Self {
+    pub(crate) fn new(reason: Reason) -> Self {
         RenderError { reason, message: reason.text().into(), field: None }
     }
 
     /// Upstream's text for a class whose GatewayConfig is missing.
-    pub fn missing_gateway_config(key: &impl fmt::Display) -> Self {
+    pub(crate) fn missing_gateway_config(key: &impl fmt::Display) -> Self {
         let message = format!("No GatewayConfig found for name: {key}");
         RenderError { reason: Reason::MissingGatewayConfig, message, field: None }
     }
 
     /// The same error, blamed on a field of the GatewayConfig (`spec.authType`): what a
     /// person must fix, which the status text (upstream's) does not say.
-    pub fn at(self, field: &'static str) -> Self {
+    pub(crate) fn at(self, field: &'static str) -> Self {
         RenderError { field: Some(field), ..self }
     }
 
     /// The GatewayConfig field at fault, when the error is one of a GatewayConfig's content.
-    pub fn field(&self) -> Option<&'static str> {
+    pub(crate) fn field(&self) -> Option<&'static str> {
         self.field
     }
 }

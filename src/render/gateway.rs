@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 /// What rendering one Gateway's listeners yields.
 #[derive(Debug, Clone)]
-pub struct RenderedGateway<'a> {
+pub(crate) struct RenderedGateway<'a> {
     pub listeners: Vec<ListenerConfig>,
     /// The routes attached to at least one listener: those that get a cluster.
     pub routes: Vec<Route<'a>>,
@@ -28,7 +28,7 @@ pub struct RenderedGateway<'a> {
 }
 
 /// Renders the listeners of a Gateway of a ready class.
-pub fn render<'a>(
+pub(crate) fn render<'a>(
     index: &'a Index,
     key: &ObjectKey,
     gw: &Gateway,
@@ -88,18 +88,18 @@ pub fn render<'a>(
 }
 
 /// The status of an invalidated Gateway: not accepted, every listener pending.
-pub fn invalid_status(gw: &Gateway, err: &RenderError, settings: &RenderSettings, now: &Time) -> GatewayStatus {
+pub(crate) fn invalid_status(gw: &Gateway, err: &RenderError, settings: &RenderSettings, now: &Time) -> GatewayStatus {
     let listeners = gw.spec.listeners.iter().map(|l| status::listener(gw, &l.name, ListenerOutcome::Pending, 0, now));
     status::gateway(gw, Err(err), listeners.collect(), settings, now)
 }
 
 /// The backend errors of the routes whose clusters a render made: their statuses need them,
 /// and rendering a cluster again only to learn its error would cost as much as the first time.
-pub type ClusterErrors<'a> = BTreeMap<ObjRefView<'a>, Option<RenderError>>;
+pub(crate) type ClusterErrors<'a> = BTreeMap<ObjRefView<'a>, Option<RenderError>>;
 
 /// The clusters of a set of routes, sorted by name; routes whose cluster a critical error
 /// dropped have none. Each route's backend error goes to `errors`.
-pub fn clusters<'a>(
+pub(crate) fn clusters<'a>(
     index: &Index,
     routes: &[Route<'a>],
     settings: &RenderSettings,

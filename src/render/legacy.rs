@@ -13,12 +13,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
 
-pub const CONFIG_MAP_NAME: &str = "stunnerd-config";
-pub const CONFIG_MAP_KEY: &str = "stunnerd.conf";
+pub(crate) const CONFIG_MAP_NAME: &str = "stunnerd-config";
+pub(crate) const CONFIG_MAP_KEY: &str = "stunnerd.conf";
 
 /// The outcome for one class.
 #[derive(Debug, Default)]
-pub struct LegacyClass {
+pub(crate) struct LegacyClass {
     pub gateways: BTreeMap<ObjectKey, GatewayOutput>,
     pub config_map: Option<(ObjectKey, Owned<ConfigMap>)>,
     /// A render error that invalidated the whole class.
@@ -58,7 +58,7 @@ fn invalidate(
     LegacyClass { gateways: gateways.collect(), config_map: None, error: Some(e.clone()) }
 }
 
-pub fn render_class<'a>(
+pub(crate) fn render_class<'a>(
     index: &'a Index,
     name: &str,
     settings: &RenderSettings,

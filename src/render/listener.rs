@@ -8,7 +8,7 @@ use gateway_api::gateways::{Gateway, GatewayListeners, GatewayListenersTlsMode};
 
 /// The STUNner protocol of a Gateway listener protocol: first upstream's exact, case-sensitive
 /// aliases, then the dataplane's case-insensitive names (so `udp` stays plain `UDP`).
-pub fn protocol(raw: &str) -> Result<&'static str, RenderError> {
+pub(crate) fn protocol(raw: &str) -> Result<&'static str, RenderError> {
     let aliased = match raw {
         "UDP" => "TURN-UDP",
         "TCP" => "TURN-TCP",
@@ -20,7 +20,7 @@ pub fn protocol(raw: &str) -> Result<&'static str, RenderError> {
 }
 
 /// The Service port protocol (`UDP` or `TCP`) of a listener protocol, if it maps at all.
-pub fn service_protocol(raw: &str) -> Option<&'static str> {
+pub(crate) fn service_protocol(raw: &str) -> Option<&'static str> {
     match protocol(raw).ok()? {
         "UDP" | "DTLS" | "TURN-UDP" | "TURN-DTLS" => Some("UDP"),
         _ => Some("TCP"),
@@ -30,7 +30,7 @@ pub fn service_protocol(raw: &str) -> Option<&'static str> {
 /// Which listeners lose a port conflict: a later listener on a port already used in the same
 /// port space (UDP-like or TCP-like). As upstream, only the exact upper-case protocol names are
 /// tracked, so lowercase and unknown protocols never conflict.
-pub fn conflicts(listeners: &[GatewayListeners]) -> Vec<bool> {
+pub(crate) fn conflicts(listeners: &[GatewayListeners]) -> Vec<bool> {
     let mut used = std::collections::BTreeSet::new();
     listeners
         .iter()
@@ -49,7 +49,7 @@ pub fn conflicts(listeners: &[GatewayListeners]) -> Vec<bool> {
 /// takes no certificate (other protocols, no `tls`, Passthrough, no certificateRefs), else the
 /// first usable reference. Only Secrets the operator would have loaded count: core group and
 /// the exact upper-case TLS protocol names (spec §2.2, §3.8).
-pub fn certificate(
+pub(crate) fn certificate(
     index: &Index,
     gw: &Gateway,
     l: &GatewayListeners,

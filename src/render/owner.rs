@@ -13,10 +13,10 @@ fn owner(api_version: &str, kind: &str, meta: &ObjectMeta) -> OwnerReference {
     }
 }
 
-pub fn gateway_owner(gw: &gateway_api::gateways::Gateway) -> OwnerReference {
+pub(crate) fn gateway_owner(gw: &gateway_api::gateways::Gateway) -> OwnerReference {
     owner("gateway.networking.k8s.io/v1", "Gateway", &gw.metadata)
 }
 
-pub fn gateway_config_owner(gc: &crate::resources::GatewayConfig) -> OwnerReference {
+pub(crate) fn gateway_config_owner(gc: &crate::resources::GatewayConfig) -> OwnerReference {
     owner("stunner.l7mp.io/v1", "GatewayConfig", &gc.metadata)
 }

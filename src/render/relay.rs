@@ -12,18 +12,18 @@ use gateway_api::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// The condition's type.
-pub const CONDITION: &str = "RelayAddressDiscovered";
+pub(crate) const CONDITION: &str = "RelayAddressDiscovered";
 /// How many nodes without an address the condition names (a large cluster's list is cut).
 const NAMED_NODES: usize = 5;
 
 /// The listeners' relay address in the rendered config.
-pub fn listener_address(gw: &Gateway) -> &'static str {
+pub(crate) fn listener_address(gw: &Gateway) -> &'static str {
     if relay_discovery_enabled(gw) { NODE_ADDRESS_PLACEHOLDER } else { STUNNER_ADDR_VAR }
 }
 
 /// Sets the condition in a rendered Gateway's `status` where discovery is on, and removes it
 /// where it is off.
-pub fn set_condition(index: &Index, gw: &Gateway, now: &Time, status: &mut GatewayStatus) {
+pub(crate) fn set_condition(index: &Index, gw: &Gateway, now: &Time, status: &mut GatewayStatus) {
     let conditions = status.conditions.get_or_insert_default();
     if relay_discovery_enabled(gw) {
         set(conditions, condition(index, gw, now));

@@ -22,7 +22,7 @@ const SERVICE_TYPES: [&str; 4] = ["ClusterIP", "NodePort", "ExternalName", "Load
 
 /// The Service and the listener target ports it asks the dataplane to listen on.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GatewayService {
+pub(crate) struct GatewayService {
     pub service: Service,
     pub target_ports: BTreeMap<String, i32>,
 }
@@ -79,7 +79,7 @@ fn health_check_port(annotations: &BTreeMap<&str, &str>) -> Option<ServicePort> 
 }
 
 /// Builds the Service; `None` when it would have no ports.
-pub fn render(
+pub(crate) fn render(
     index: &Index,
     key: &ObjectKey,
     gw: &Gateway,

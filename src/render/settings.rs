@@ -73,7 +73,7 @@ impl RenderSettings {
     /// `STUNNER_CONFIG_ORIGIN` for dataplanes: `http://host:port` from the advertised address,
     /// as Go's `net.SplitHostPort` and `net.JoinHostPort` shape it (spec §3.12): an address that
     /// does not split is all host with the default port, and a host with a colon is bracketed.
-    pub fn cds_origin(&self) -> String {
+    pub(crate) fn cds_origin(&self) -> String {
         let (host, port) = split_host_port(&self.cds_address).unwrap_or((&self.cds_address, DEFAULT_CDS_PORT));
         if host.contains(':') { format!("http://[{host}]:{port}") } else { format!("http://{host}:{port}") }
     }

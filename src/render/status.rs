@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// How a listener fared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListenerOutcome {
+pub(crate) enum ListenerOutcome {
     Accepted,
     /// Lost a protocol/port conflict.
     Conflicted,
@@ -27,7 +27,7 @@ pub enum ListenerOutcome {
 }
 
 impl ListenerOutcome {
-    pub fn of_error(e: &RenderError) -> Self {
+    pub(crate) fn of_error(e: &RenderError) -> Self {
         match e.reason {
             Reason::InvalidProtocol => ListenerOutcome::InvalidProtocol,
             Reason::InvalidCertificateRef => ListenerOutcome::InvalidCertificate,
@@ -44,7 +44,7 @@ fn supported_kinds() -> Vec<GatewayStatusListenersSupportedKinds> {
 }
 
 /// A listener's status, in upstream's condition order: Accepted, Conflicted, ResolvedRefs.
-pub fn listener(
+pub(crate) fn listener(
     gw: &Gateway,
     name: &str,
     outcome: ListenerOutcome,
@@ -94,7 +94,7 @@ pub fn listener(
 
 /// A Gateway's status: `Ok(addresses)` after a render (one entry per listener, `None` where no
 /// public address was found), `Err` when the Gateway was invalidated.
-pub fn gateway(
+pub(crate) fn gateway(
     gw: &Gateway,
     outcome: Result<&[Option<PublicAddress>], &RenderError>,
     listeners: Vec<GatewayStatusListeners>,
@@ -193,7 +193,7 @@ fn same_status_parent(a: &ParentReference, b: &ParentReference) -> bool {
 /// a usable `parametersRef`, a missing class) "does not exist", as upstream, which only holds
 /// the Gateways of its own valid classes; a parentRef of another group or kind does not name
 /// a Gateway at all, whatever its name (see docs/compatibility.md).
-pub fn route(
+pub(crate) fn route(
     index: &Index,
     r: &Route<'_>,
     cluster_error: Option<&RenderError>,

@@ -21,13 +21,13 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 
 /// What to do with each of a Gateway's two possible dataplane objects.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct DataplaneObjects {
+pub(crate) struct DataplaneObjects {
     pub deployment: Owned<Deployment>,
     pub daemon_set: Owned<DaemonSet>,
 }
 
 /// The objects for a Gateway that runs `dp`'s dataplane with `config`.
-pub fn render(
+pub(crate) fn render(
     index: &Index,
     key: &ObjectKey,
     gw: &Gateway,

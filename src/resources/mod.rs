@@ -40,7 +40,7 @@ pub use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
 pub use gateway_api::gateways::{Gateway, GatewayStatus};
 
 /// The API group of STUNner's CRDs.
-pub const GROUP: &str = "stunner.l7mp.io";
+pub(crate) const GROUP: &str = "stunner.l7mp.io";
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@
 /// The secret fields: the kind they belong to and the path of the field (JSON names, list
 /// indices left out: `listeners.key` is the `key` of every listener). A field is secret with
 /// everything under it (`data` covers `data.tls.key`).
-pub const SECRET_FIELDS: &[(&str, &str)] = &[
+pub(crate) const SECRET_FIELDS: &[(&str, &str)] = &[
     // Inline credentials of a GatewayConfig (every version).
     ("GatewayConfig", "spec.userName"),
     ("GatewayConfig", "spec.password"),
@@ -28,11 +28,6 @@ pub fn is_secret_field(kind: &str, path: &str) -> bool {
     SECRET_FIELDS.iter().any(|(k, field)| {
         *k == kind && path.strip_prefix(field).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
     })
-}
-
-/// Whether an object of `kind` has secret fields at all.
-pub fn has_secret_fields(kind: &str) -> bool {
-    SECRET_FIELDS.iter().any(|(k, _)| *k == kind)
 }
 
 /// `listeners[0].key` as `listeners.key`.
@@ -132,7 +127,6 @@ mod tests {
         assert!(!is_secret_field("Secret", "metadata.name"));
         assert!(is_secret_field("StunnerConfig", "listeners[3].key"));
         assert!(is_secret_field("StunnerConfig", "admin.license_config.key"));
-        assert!(has_secret_fields("Secret") && !has_secret_fields("Gateway"));
     }
 
     #[test]

@@ -62,17 +62,17 @@ pub struct Errors {
 
 impl Errors {
     /// The errors of an object of `kind`.
-    pub fn of_kind(kind: &str) -> Self {
+    pub(crate) fn of_kind(kind: &str) -> Self {
         Errors { kind: kind.to_string(), ..Errors::default() }
     }
 
     /// `v`, the value at `path`, as a message may quote it: cut short, and never the value of a
     /// secret field.
-    pub fn quote(&self, path: &str, v: &Value) -> String {
+    pub(crate) fn quote(&self, path: &str, v: &Value) -> String {
         if redact::is_secret_field(&self.kind, path) { redact::REDACTED.to_string() } else { shown(v) }
     }
 
-    pub fn push(&mut self, field: &str, message: String) {
+    pub(crate) fn push(&mut self, field: &str, message: String) {
         if self.kept.len() < MAX_ERRORS {
             self.kept.push(FieldError { field: field.to_string(), message });
         } else {
@@ -80,7 +80,7 @@ impl Errors {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.kept.is_empty()
     }
 }

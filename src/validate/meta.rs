@@ -29,7 +29,7 @@ static SUBDOMAIN_RE: LazyLock<regex::Regex> = LazyLock::new(|| anchored(&format!
 
 impl NameRule {
     /// What is wrong with `name`, in the API server's words, if anything.
-    pub fn problem(self, name: &str) -> Option<String> {
+    pub(crate) fn problem(self, name: &str) -> Option<String> {
         let (max, re, what, example) = match self {
             NameRule::Subdomain => (
                 253,
@@ -61,7 +61,7 @@ impl NameRule {
 
 /// Checks `metadata.name` and, for namespaced kinds, `metadata.namespace` (absent or empty is
 /// fine: the loader puts such objects in `default`).
-pub fn check(meta: Option<&Value>, rule: NameRule, namespaced: bool, errs: &mut Errors) {
+pub(crate) fn check(meta: Option<&Value>, rule: NameRule, namespaced: bool, errs: &mut Errors) {
     let Some(meta) = meta.and_then(Value::as_object) else {
         return errs.push("metadata", "Required value".into());
     };

@@ -103,7 +103,7 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| registry().expect("the em
 
 /// Checks one object as the API server would on create. Objects without `apiVersion` and
 /// `kind`, and kinds not listed here, pass: deciding about those is the decoder's job.
-pub fn validate(object: &Value) -> Result<(), Invalid> {
+pub(crate) fn validate(object: &Value) -> Result<(), Invalid> {
     let field = |name: &str| object.get(name).and_then(Value::as_str);
     let (Some(api_version), Some(kind)) = (field("apiVersion"), field("kind")) else { return Ok(()) };
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

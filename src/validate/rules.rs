@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// `spec.listeners` of a Gateway (v1 and v1beta1 carry the same rules).
-pub fn gateway_listeners(object: &Value, errs: &mut Errors) {
+pub(crate) fn gateway_listeners(object: &Value, errs: &mut Errors) {
     let Some(listeners) = object.pointer("/spec/listeners").and_then(Value::as_array) else { return };
     let field = "spec.listeners";
     let protocol = |l: &Value| l.get("protocol").and_then(Value::as_str).unwrap_or("").to_string();
@@ -45,7 +45,7 @@ const AUTH_TYPES: [&str; 6] = ["static", "plaintext", "ephemeral", "timewindowed
 
 /// A GatewayConfig's auth without an `authRef`: a known type and the inline credentials it
 /// needs. Values are not quoted: these are secret fields.
-pub fn gateway_config(object: &Value, errs: &mut Errors) {
+pub(crate) fn gateway_config(object: &Value, errs: &mut Errors) {
     let spec = object.get("spec");
     let field = |name: &str| spec.and_then(|s| s.get(name)).filter(|v| !v.is_null());
     if field("authRef").is_some() {
@@ -68,7 +68,7 @@ pub fn gateway_config(object: &Value, errs: &mut Errors) {
 }
 
 /// A STUNner UDPRoute needs a rule: without one it has no backends (`NoRuleFound` at render).
-pub fn stunner_udp_route(object: &Value, errs: &mut Errors) {
+pub(crate) fn stunner_udp_route(object: &Value, errs: &mut Errors) {
     if object.pointer("/spec/rules").is_none_or(Value::is_null) {
         errs.push("spec.rules", "Required value: a route without rules has no backends".into());
     }

@@ -101,7 +101,7 @@ pub struct Schema {
 
 impl Schema {
     /// Compiles an `openAPIV3Schema` (or any node of one); `at` names it in errors.
-    pub fn compile(v: &Value, at: &str) -> Result<Schema, SchemaError> {
+    pub(crate) fn compile(v: &Value, at: &str) -> Result<Schema, SchemaError> {
         let err = |reason: String| SchemaError { at: at.to_string(), reason };
         let Some(o) = v.as_object() else { return Err(err("not a map".into())) };
         let size = |k: &str| o.get(k).and_then(Value::as_u64).and_then(|n| usize::try_from(n).ok());
@@ -181,14 +181,14 @@ impl Schema {
 
     /// Drops a property: the API server ignores `status` on create, so manifests copied from
     /// `kubectl get -o yaml` are not judged by it.
-    pub fn without_property(mut self, name: &str) -> Schema {
+    pub(crate) fn without_property(mut self, name: &str) -> Schema {
         self.properties.remove(name);
         self
     }
 
     /// Fills in the schema's defaults where `v` lacks a field (or holds `null`), as the API
     /// server does before it validates: some rules (`oneOf` on a defaulted `type`) depend on them.
-    pub fn apply_defaults(&self, v: &mut Value) {
+    pub(crate) fn apply_defaults(&self, v: &mut Value) {
         match v {
             Value::Object(o) => {
                 for (name, schema) in &self.properties {
@@ -218,7 +218,7 @@ impl Schema {
     }
 
     /// Checks `v` (at field path `path`, e.g. `spec.listeners[0].port`) and records what is wrong.
-    pub fn check(&self, v: &Value, path: &str, errs: &mut Errors) {
+    pub(crate) fn check(&self, v: &Value, path: &str, errs: &mut Errors) {
         if v.is_null() {
             return; // null is absent: the parent's `required` decides
         }

@@ -148,9 +148,23 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Kills Chromium and removes its profile once it has exited: its helper processes write
+    /// into the profile while they die, so a profile removed at once comes back (bounded: 2 s).
     fn drop(&mut self) {
         let _ = self.child.start_kill();
-        let _ = std::fs::remove_dir_all(&self.profile);
+        for _ in 0..100 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        for _ in 0..5 {
+            let _ = std::fs::remove_dir_all(&self.profile);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if !self.profile.exists() {
+                break;
+            }
+        }
     }
 }
 

@@ -23,11 +23,23 @@ pub struct Daemon {
     pub addr: String,
     /// The metrics address.
     pub metrics: String,
+    /// The manifests, removed with the log once the test is done (kept if it failed).
+    dir: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.with_extension("log"));
+        }
+    }
 }
 
 impl Daemon {
     /// Starts the daemon on the manifests in `dir`, with `extra` flags; returns once the CDS
-    /// answers (after the first complete render). Its log goes to `daemon.log` beside `dir`.
+    /// answers (after the first complete render). Its log goes to `DIR.log` beside `dir`;
+    /// both are removed when it is dropped, unless the test failed.
     pub async fn start(dir: &Path, metrics_port: u16, extra: &[&str]) -> Daemon {
         let [cds_port] = ports::free_ports(1)[..] else { unreachable!() };
         let (addr, metrics) = (format!("127.0.0.1:{cds_port}"), format!("127.0.0.1:{metrics_port}"));
@@ -43,7 +55,7 @@ impl Daemon {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let d = Daemon { _child: child, addr, metrics };
+        let d = Daemon { _child: child, addr, metrics, dir: dir.to_path_buf() };
         eventually("the daemon serves its configs", Duration::from_secs(30), async || {
             tokio::net::TcpStream::connect(&d.addr).await.is_ok() && http_get(&d.addr, "/api/v1/configs").await.0 == 200
         })

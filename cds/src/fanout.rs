@@ -1,0 +1,738 @@
+//! WebSocket watches on TCP without a task per watcher: a few shard loops (one per core) each
+//! own their connections as plain data and write an update's shared, ready-made frame straight
+//! to every socket of its scope that can take it.
+//!
+//! A shard is one task with an epoll instance of its own (mio's), registered with the runtime
+//! as one file descriptor. An update wakes the shard once per scope it serves (a follower task
+//! per scope and shard awaits the store's latest-value channel and queues the scope), and the
+//! shard then does, for each of that scope's connections, what a [`super::session::Session`]
+//! does after its own wake: takes what its [`Watch`] yields and writes it with one
+//! non-blocking `write`. Only a socket that would block gets more attention: its frames wait
+//! in its outbox until epoll says it is writable, and its watch is not read meanwhile, so it
+//! gets the latest version once it drains (latest wins, as with sessions). Reads (Pings,
+//! Closes), Pings of our own, write timeouts and shutdown are the same events the session
+//! handles, driven by the shard's epoll and one timer for all its connections.
+//!
+//! Connections of other byte streams (none today; TLS one day) keep the session task.
+
+use super::clients::Registration;
+use super::connection::ConnectionPermit;
+use super::metrics::{CdsMetrics, WEBSOCKET};
+use super::session::{End, Inbox, READ_CHUNK, READS_PER_WAKE, Settings, WebSocketFrame};
+use super::store::{ConfigStore, Scope, Snapshot};
+use super::watch::{Update, Watch};
+use super::websocket::{FrameReader, close_frame, ping_frame};
+use bytes::Bytes;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use prometheus_client::metrics::counter::Counter;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use stunner_gateway::cds::ConfigId;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
+
+/// Epoll events taken per wake-up.
+const EVENTS_PER_WAKE: usize = 1024;
+
+/// Connections written per turn of a fan-out before the shard lets its worker run other tasks.
+const WRITES_PER_TURN: usize = 512;
+
+/// A watch client handed over from its upgraded connection.
+pub(super) struct Joining {
+    pub stream: std::net::TcpStream,
+    /// What the client sent after its request and the HTTP server already read.
+    pub early: Vec<u8>,
+    pub watch: Watch,
+    pub initial: Vec<Update>,
+    pub client: Registration,
+    pub permit: Option<ConnectionPermit>,
+}
+
+impl Joining {
+    /// Turns the client away at shutdown with an empty Close frame (best effort: one
+    /// non-blocking write, as the server is going, and so is this connection).
+    fn refuse(self) {
+        let _ = (&self.stream).write(&close_frame(None));
+    }
+}
+
+/// The shards of the server: where upgraded TCP watch connections go.
+pub struct Fanout {
+    shards: Vec<mpsc::UnboundedSender<Joining>>,
+    next: AtomicUsize,
+}
+
+impl Fanout {
+    /// One shard per core the process may run on, each a task on `tasks` that ends once
+    /// `shutdown` is cancelled and its connections are closed.
+    pub(super) fn start(
+        store: Arc<ConfigStore>,
+        settings: Settings,
+        shutdown: CancellationToken,
+        tasks: &TaskTracker,
+    ) -> io::Result<Self> {
+        let count = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut shards = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (tx, joins) = mpsc::unbounded_channel();
+            let (shard, dirty) = Shard::new(store.clone(), settings.clone(), shutdown.clone(), tasks.clone())?;
+            tasks.spawn(shard.run(dirty, joins));
+            shards.push(tx);
+        }
+        Ok(Fanout { shards, next: AtomicUsize::new(0) })
+    }
+
+    /// Hands `joining` to a shard (in turn). A connection that comes after its shard ended
+    /// (the server shut down) gets the empty Close frame the shard sends every client then.
+    pub(super) fn join(&self, joining: Joining) {
+        let at = self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len();
+        if let Err(mpsc::error::SendError(late)) = self.shards[at].send(joining) {
+            late.refuse();
+        }
+    }
+}
+
+/// The scope a group of a shard's connections follow, and whether it is patched per node
+/// (then node address changes wake it too).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct GroupKey {
+    scope: Scope,
+    per_node: bool,
+}
+
+/// A shard's connections of one scope.
+struct Group {
+    key: GroupKey,
+    members: Vec<usize>,
+    /// Queued for a fan-out already: the follower does not queue it again.
+    queued: Arc<AtomicBool>,
+    /// Ends the follower task when the group goes.
+    _follower: DropGuard,
+}
+
+/// One watch client, as plain data.
+struct Conn {
+    socket: TcpStream,
+    watch: Watch,
+    /// The connection's group, by its index in the shard's groups.
+    group: usize,
+    /// Where this connection is in its group's members.
+    member_at: usize,
+    client: Registration,
+    reader: FrameReader,
+    last_heard: Instant,
+    next_ping: Instant,
+    outbox: Outbox,
+    /// The socket may have more to read than was read at its last readable event.
+    unread: bool,
+    /// Set once the connection is over: it goes when its outbox is empty (its Close sent).
+    leaving: Option<End>,
+    _permit: Option<ConnectionPermit>,
+}
+
+/// Frames a connection could not take at once, in order; the first partly written.
+#[derive(Default)]
+struct Outbox {
+    frames: VecDeque<Out>,
+    written: usize,
+    /// When the first frame started to wait: the write timeout runs from here.
+    since: Option<Instant>,
+}
+
+impl Outbox {
+    /// When the frame that waits now started to wait, if one does.
+    fn waiting_since(&self) -> Option<Instant> {
+        self.since.filter(|_| !self.frames.is_empty())
+    }
+}
+
+/// A frame for one connection: a config push (recorded as sent once written) or a control
+/// frame (a Pong, a Ping, a Close).
+enum Out {
+    Push { frame: Bytes, update: Update },
+    Control(Bytes),
+}
+
+impl Out {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Out::Push { frame, .. } | Out::Control(frame) => frame,
+        }
+    }
+}
+
+/// How one attempt to write a connection's outbox ended.
+enum Flushed {
+    All,
+    Blocked,
+    Broken,
+}
+
+struct Shard {
+    poll: AsyncFd<Poll>,
+    state: State,
+}
+
+/// A shard's connections and what it needs to serve them.
+struct State {
+    store: Arc<ConfigStore>,
+    settings: Settings,
+    metrics: CdsMetrics,
+    pushes: Counter,
+    push_bytes: Counter,
+    shutdown: CancellationToken,
+    /// Where the groups' followers run.
+    tasks: TaskTracker,
+    closing: bool,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    /// Groups by index (a follower queues its group's index), and their index by key.
+    groups: Vec<Option<Group>>,
+    free_groups: Vec<usize>,
+    group_at: HashMap<GroupKey, usize>,
+    dirty: mpsc::UnboundedSender<usize>,
+    /// Connections with more to read (see [`Conn::unread`]).
+    unread: Vec<usize>,
+    /// The earliest deadline (a Ping, a write timeout) of any connection, or later.
+    wake_at: Instant,
+    /// Reused buffers: a fan-out allocates nothing.
+    updates: Vec<Update>,
+    members: Vec<usize>,
+}
+
+/// What woke a shard.
+enum Wake {
+    Shutdown,
+    Dirty(usize),
+    /// Boxed: a wake-up is mostly one of the small ones.
+    Join(Box<Joining>),
+    Io,
+    Timer,
+    Unread,
+}
+
+impl Shard {
+    fn new(
+        store: Arc<ConfigStore>,
+        settings: Settings,
+        shutdown: CancellationToken,
+        tasks: TaskTracker,
+    ) -> io::Result<(Self, mpsc::UnboundedReceiver<usize>)> {
+        let poll = Poll::new()?;
+        // SAFETY: the epoll descriptor is the `Poll`'s own, open from its creation to its
+        // drop, and the `AsyncFd` owns the `Poll`, so it is valid for the `AsyncFd`'s lifetime
+        // and `as_raw_fd` always returns it.
+        #[allow(unsafe_code)]
+        let poll =
+            unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }.map_err(io::Error::from)?;
+        let (dirty, dirty_rx) = mpsc::unbounded_channel();
+        let metrics = store.metrics.clone();
+        let pushes = metrics.pushes.get_or_create(&WEBSOCKET).clone();
+        let push_bytes = metrics.push_bytes.get_or_create(&WEBSOCKET).clone();
+        let state = State {
+            pushes,
+            push_bytes,
+            metrics,
+            wake_at: Instant::now() + settings.ping_interval,
+            store,
+            settings,
+            shutdown,
+            tasks,
+            closing: false,
+            conns: Vec::new(),
+            free: Vec::new(),
+            groups: Vec::new(),
+            free_groups: Vec::new(),
+            group_at: HashMap::new(),
+            dirty,
+            unread: Vec::new(),
+            updates: Vec::new(),
+            members: Vec::new(),
+        };
+        Ok((Shard { poll, state }, dirty_rx))
+    }
+
+    async fn run(self, mut dirty: mpsc::UnboundedReceiver<usize>, mut joins: mpsc::UnboundedReceiver<Joining>) {
+        let Shard { mut poll, mut state } = self;
+        let mut events = Events::with_capacity(EVENTS_PER_WAKE);
+        let shutdown = state.shutdown.clone();
+        while !(state.closing && state.is_empty()) {
+            let wake = tokio::select! {
+                biased;
+                _ = shutdown.cancelled(), if !state.closing => Wake::Shutdown,
+                // Before the busy branches, which must not starve Pings and write timeouts
+                // (a turn of the timer sets its next deadline ahead: it cannot starve them).
+                _ = tokio::time::sleep_until(state.wake_at) => Wake::Timer,
+                Some(key) = dirty.recv() => Wake::Dirty(key),
+                Some(joining) = joins.recv() => Wake::Join(Box::new(joining)),
+                ready = poll.readable_mut() => {
+                    let mut ready = match ready {
+                        Ok(ready) => ready,
+                        Err(error) => {
+                            tracing::error!(%error, "CDS fan-out cannot wait for its sockets");
+                            return;
+                        }
+                    };
+                    let polled = ready.get_inner_mut().poll(&mut events, Some(Duration::ZERO));
+                    // Edge-triggered: ready again only once every event was taken.
+                    if polled.is_err() || events.iter().count() < EVENTS_PER_WAKE {
+                        ready.clear_ready();
+                    }
+                    Wake::Io
+                }
+                _ = std::future::ready(()), if !state.unread.is_empty() => Wake::Unread,
+            };
+            match wake {
+                Wake::Shutdown => state.close_all(),
+                Wake::Dirty(group) => state.fan_out(group).await,
+                Wake::Join(joining) => state.join(poll.get_ref(), *joining),
+                Wake::Io => {
+                    for event in events.iter() {
+                        let writable = event.is_writable() || event.is_write_closed() || event.is_error();
+                        let readable = event.is_readable() || event.is_read_closed() || event.is_error();
+                        state.on_ready(event.token().0, readable, writable);
+                    }
+                }
+                Wake::Timer => state.on_timer(),
+                Wake::Unread => {
+                    for slot in std::mem::take(&mut state.unread) {
+                        state.read(slot);
+                    }
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+        // Connections handed over while the last ones left are turned away, not dropped.
+        joins.close();
+        while let Ok(late) = joins.try_recv() {
+            late.refuse();
+        }
+    }
+}
+
+/// Writes as much of `bytes` as the socket takes now: all of it, the count written before it
+/// would block, or `None` when the connection is broken.
+fn write_some(socket: &TcpStream, bytes: &[u8]) -> Option<usize> {
+    let mut written = 0;
+    while written < bytes.len() {
+        match (&*socket).write(&bytes[written..]) {
+            Ok(0) => return None,
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(written)
+}
+
+impl State {
+    fn is_empty(&self) -> bool {
+        self.conns.len() == self.free.len()
+    }
+
+    fn lower_wake(&mut self, at: Instant) {
+        self.wake_at = self.wake_at.min(at);
+    }
+
+    /// Takes a connection in: answers what came with its request, sends its initial configs.
+    fn join(&mut self, poll: &Poll, joining: Joining) {
+        if self.closing {
+            return joining.refuse();
+        }
+        let Joining { stream, early, watch, initial, client, permit } = joining;
+        let mut socket = TcpStream::from_std(stream);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if let Err(error) = poll.registry().register(&mut socket, Token(slot), Interest::READABLE | Interest::WRITABLE)
+        {
+            tracing::debug!(%error, "CDS fan-out cannot follow a watch connection");
+            self.free.push(slot);
+            return;
+        }
+        let group = self.group_of(GroupKey { scope: watch.scope(), per_node: watch.has_node() });
+        let members = &mut self.groups[group].as_mut().expect("a live group").members;
+        let member_at = members.len();
+        members.push(slot);
+        let now = Instant::now();
+        let next_ping = now + self.settings.ping_interval;
+        self.conns[slot] = Some(Conn {
+            socket,
+            watch,
+            group,
+            member_at,
+            client,
+            reader: FrameReader::new(self.settings.max_client_message),
+            last_heard: now,
+            next_ping,
+            outbox: Outbox::default(),
+            unread: false,
+            leaving: None,
+            _permit: permit,
+        });
+        self.lower_wake(next_ping);
+        // What came along with the request is answered before the first config goes out.
+        if !early.is_empty() {
+            let mut inbox = Inbox::default();
+            inbox.take(&mut self.conns[slot].as_mut().expect("just placed").reader, &early);
+            self.answer(slot, inbox);
+        }
+        for update in initial {
+            if !self.is_open(slot) {
+                return;
+            }
+            let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
+            self.send(slot, Out::Push { frame, update });
+        }
+        // A change between the watch's subscription and its group's follower's is not missed.
+        self.push_due(slot);
+    }
+
+    /// A connection in `slot` that is not leaving.
+    fn is_open(&self, slot: usize) -> bool {
+        self.conns[slot].as_ref().is_some_and(|c| c.leaving.is_none())
+    }
+
+    /// The index of the group of `key`, made if there is none: its scope is followed (from
+    /// now, before any of its watches is read) by a task that queues the group for a fan-out
+    /// on each change.
+    fn group_of(&mut self, key: GroupKey) -> usize {
+        if let Some(&at) = self.group_at.get(&key) {
+            return at;
+        }
+        let at = self.free_groups.pop().unwrap_or_else(|| {
+            self.groups.push(None);
+            self.groups.len() - 1
+        });
+        let queued = Arc::new(AtomicBool::new(false));
+        let stop = CancellationToken::new();
+        let feed = match &key.scope {
+            Scope::Config(id) => Feed::Topic {
+                id: id.clone(),
+                rx: self.store.subscribe_id(id).0,
+                nodes: key.per_node.then(|| self.store.nodes.subscribe()),
+            },
+            _ => Feed::Changes(self.store.subscribe_changes()),
+        };
+        let follower = Follower { group: at, queued: queued.clone(), dirty: self.dirty.clone() };
+        self.tasks.spawn(follower.run(self.store.clone(), feed, stop.clone()));
+        self.group_at.insert(key.clone(), at);
+        self.groups[at] = Some(Group { key, members: Vec::new(), queued, _follower: stop.drop_guard() });
+        at
+    }
+
+    /// Sends every connection of `group` what its watch has for it now, if it can take it.
+    async fn fan_out(&mut self, group: usize) {
+        // A group gone since it was queued, or another one in its place: nothing, or a look.
+        let Some(Some(g)) = self.groups.get(group) else { return };
+        // A change from here on queues the group again.
+        g.queued.store(false, Ordering::Release);
+        let mut members = std::mem::take(&mut self.members);
+        members.extend_from_slice(&g.members);
+        for (i, slot) in members.iter().enumerate() {
+            if i > 0 && i % WRITES_PER_TURN == 0 {
+                tokio::task::yield_now().await;
+            }
+            self.push_due(*slot);
+        }
+        members.clear();
+        self.members = members;
+    }
+
+    /// Sends the connection in `slot` what its watch has for it now, unless it is waiting to
+    /// write (it catches up, with the latest, once it can) or leaving.
+    fn push_due(&mut self, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        if self.closing || conn.leaving.is_some() || !conn.outbox.frames.is_empty() {
+            return;
+        }
+        let mut updates = std::mem::take(&mut self.updates);
+        match conn.watch.poll_updates(&mut updates) {
+            Ok(_) => {
+                for update in updates.drain(..) {
+                    if !self.is_open(slot) {
+                        break;
+                    }
+                    let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
+                    self.send(slot, Out::Push { frame, update });
+                }
+            }
+            Err(_) => self.leave(slot, End::ShuttingDown, None),
+        }
+        updates.clear();
+        self.updates = updates;
+    }
+
+    /// Writes `out` to the connection in `slot` now if it has nothing waiting and takes it,
+    /// else queues it behind what waits.
+    fn send(&mut self, slot: usize, out: Out) {
+        let Some(conn) = self.conns[slot].as_mut() else { return };
+        if !conn.outbox.frames.is_empty() {
+            conn.outbox.frames.push_back(out);
+            return;
+        }
+        let Some(written) = write_some(&conn.socket, out.bytes()) else {
+            return self.remove(slot, End::ClientClosed);
+        };
+        if written == out.bytes().len() {
+            self.record(slot, &out);
+            return;
+        }
+        let since = Instant::now();
+        conn.outbox.written = written;
+        conn.outbox.since = Some(since);
+        conn.outbox.frames.push_back(out);
+        self.lower_wake(since + self.settings.write_timeout);
+    }
+
+    /// Bookkeeping of a frame that went out whole: a config push is counted and recorded as
+    /// sent to its client.
+    fn record(&self, slot: usize, out: &Out) {
+        if let (Out::Push { update, .. }, Some(conn)) = (out, &self.conns[slot]) {
+            conn.client.sent(&update.snapshot);
+            self.pushes.inc();
+            self.push_bytes.inc_by(update.frame().len() as u64);
+        }
+    }
+
+    /// Writes what waits in the outbox of `slot` as far as the socket takes it.
+    fn flush(&mut self, slot: usize) -> Flushed {
+        loop {
+            let Some(conn) = self.conns[slot].as_mut() else { return Flushed::Broken };
+            let Some(front) = conn.outbox.frames.front() else {
+                // Nothing waits: hold no queue.
+                conn.outbox = Outbox::default();
+                return Flushed::All;
+            };
+            let rest = &front.bytes()[conn.outbox.written..];
+            let Some(written) = write_some(&conn.socket, rest) else { return Flushed::Broken };
+            if written < rest.len() {
+                conn.outbox.written += written;
+                return Flushed::Blocked;
+            }
+            let out = conn.outbox.frames.pop_front().expect("the front frame");
+            conn.outbox.written = 0;
+            // The next frame's write timeout starts now.
+            conn.outbox.since = Some(Instant::now());
+            self.record(slot, &out);
+        }
+    }
+
+    /// A readiness event for the connection in `slot`.
+    fn on_ready(&mut self, slot: usize, readable: bool, writable: bool) {
+        let Some(conn) = self.conns.get(slot).and_then(Option::as_ref) else { return };
+        if writable && !conn.outbox.frames.is_empty() {
+            match self.flush(slot) {
+                Flushed::Blocked => {}
+                Flushed::Broken => return self.remove(slot, End::ClientClosed),
+                Flushed::All => match self.conns[slot].as_ref().and_then(|c| c.leaving.as_ref()) {
+                    Some(_) => return self.remove_left(slot),
+                    // Caught up: the latest of what changed meanwhile.
+                    None => self.push_due(slot),
+                },
+            }
+        }
+        if readable && self.is_open(slot) {
+            self.read(slot);
+        }
+    }
+
+    /// Reads what the client of `slot` sent and acts on it.
+    fn read(&mut self, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        if conn.leaving.is_some() {
+            return;
+        }
+        conn.unread = false;
+        let mut inbox = Inbox::default();
+        let mut chunk = [0u8; READ_CHUNK];
+        let mut drained = false;
+        for _ in 0..READS_PER_WAKE {
+            match (&conn.socket).read(&mut chunk) {
+                Ok(0) => inbox.end = Some(End::ClientClosed),
+                Ok(n) => inbox.take(&mut conn.reader, &chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    drained = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => inbox.end = Some(End::ClientClosed),
+            }
+            if inbox.close.is_some() || inbox.end.is_some() {
+                drained = true;
+                break;
+            }
+        }
+        if !drained {
+            // A flood: the rest on a later turn, after the other connections.
+            conn.unread = true;
+            self.unread.push(slot);
+        }
+        self.answer(slot, inbox);
+    }
+
+    /// Acts on what the client sent: answers its last Ping, echoes its Close.
+    fn answer(&mut self, slot: usize, inbox: Inbox) {
+        let Some(conn) = self.conns[slot].as_mut() else { return };
+        if inbox.heard {
+            conn.last_heard = Instant::now();
+        }
+        if let Some(pong) = inbox.pong {
+            self.send(slot, Out::Control(pong));
+        }
+        if let Some(code) = inbox.close {
+            self.leave(slot, End::ClientClosed, Some(close_frame(code)));
+        } else if let Some(end) = inbox.end {
+            self.leave(slot, end, None);
+        }
+    }
+
+    /// Ends the connection in `slot` for `end`: it goes once `farewell` (or the Close frame
+    /// `end` calls for) is written, or at once when there is none.
+    fn leave(&mut self, slot: usize, end: End, farewell: Option<Bytes>) {
+        if !self.is_open(slot) {
+            return;
+        }
+        let farewell = farewell.or_else(|| end.goodbye(&self.metrics));
+        let Some(farewell) = farewell else { return self.remove_left(slot) };
+        self.send(slot, Out::Control(farewell));
+        if let Some(conn) = self.conns[slot].as_mut() {
+            conn.leaving = Some(end);
+            if conn.outbox.frames.is_empty() {
+                self.remove_left(slot);
+            }
+        }
+    }
+
+    /// Removes a connection whose end was already logged and counted (or needs neither).
+    fn remove_left(&mut self, slot: usize) {
+        self.remove(slot, End::ClientClosed);
+    }
+
+    /// Removes the connection in `slot` (closing its socket) for `end`, which is logged and
+    /// counted as a session's end is.
+    fn remove(&mut self, slot: usize, end: End) {
+        let Some(conn) = self.conns[slot].take() else { return };
+        if !matches!(end, End::ClientClosed) {
+            end.goodbye(&self.metrics);
+        }
+        self.free.push(slot);
+        let group = self.groups[conn.group].as_mut().expect("a connection's group");
+        group.members.swap_remove(conn.member_at);
+        match group.members.get(conn.member_at) {
+            Some(&moved) => self.conns[moved].as_mut().expect("a member").member_at = conn.member_at,
+            None if group.members.is_empty() => {
+                let group = self.groups[conn.group].take().expect("the group");
+                self.group_at.remove(&group.key);
+                self.free_groups.push(conn.group);
+            }
+            None => {}
+        }
+        // Dropping the socket closes it, which also takes it out of the shard's epoll.
+    }
+
+    /// Pings that are due, clients silent for too long, writes past their timeout.
+    fn on_timer(&mut self) {
+        let now = Instant::now();
+        let interval = self.settings.ping_interval;
+        // Pings up to this much early, so one turn serves every connection due about now
+        // (connections that joined within a moment of each other would each cost a turn).
+        let slack = interval.min(self.settings.write_timeout) / 16;
+        let mut next = now + interval;
+        for slot in 0..self.conns.len() {
+            let Some(conn) = self.conns[slot].as_mut() else { continue };
+            let leaving = conn.leaving.is_some();
+            if conn.outbox.waiting_since().is_some_and(|since| now >= since + self.settings.write_timeout) {
+                match leaving {
+                    true => self.remove_left(slot),
+                    false => self.remove(slot, End::TooSlow),
+                }
+                continue;
+            }
+            if !leaving && now + slack >= conn.next_ping {
+                if now.duration_since(conn.last_heard) >= interval * 3 {
+                    self.remove(slot, End::Silent);
+                    continue;
+                }
+                conn.next_ping = now + interval;
+                self.send(slot, Out::Control(ping_frame(b"keepalive")));
+            }
+            if let Some(conn) = self.conns[slot].as_ref() {
+                next = next.min(conn.next_ping);
+                if let Some(since) = conn.outbox.waiting_since() {
+                    next = next.min(since + self.settings.write_timeout);
+                }
+            }
+        }
+        self.wake_at = next.max(now + slack);
+    }
+
+    /// Shutdown: every connection gets an empty Close frame, as upstream sends (its client
+    /// reconnects to a live replica), and goes once it is written or times out.
+    fn close_all(&mut self) {
+        for slot in 0..self.conns.len() {
+            self.leave(slot, End::ShuttingDown, None);
+        }
+        self.closing = true;
+    }
+}
+
+/// What a group's follower waits on.
+enum Feed {
+    /// One config id's latest-value channel, and the node table's where the group is patched.
+    Topic { id: ConfigId, rx: watch::Receiver<Option<Arc<Snapshot>>>, nodes: Option<watch::Receiver<()>> },
+    /// Any change of the store (namespace and all-config scopes).
+    Changes(watch::Receiver<()>),
+}
+
+/// The task that queues a group for a fan-out whenever its scope changes.
+struct Follower {
+    group: usize,
+    queued: Arc<AtomicBool>,
+    dirty: mpsc::UnboundedSender<usize>,
+}
+
+impl Follower {
+    async fn run(self, store: Arc<ConfigStore>, feed: Feed, stop: CancellationToken) {
+        match feed {
+            Feed::Topic { id, mut rx, mut nodes } => {
+                loop {
+                    let changed = tokio::select! {
+                        _ = stop.cancelled() => false,
+                        r = rx.changed() => r.is_ok(),
+                        r = async { match &mut nodes { Some(n) => n.changed().await, None => std::future::pending().await } } => r.is_ok(),
+                    };
+                    if !changed || !self.queue() {
+                        break;
+                    }
+                }
+                // The store forgets the topic after its last receiver: ours goes first.
+                drop((rx, nodes));
+                store.release_id(&id);
+            }
+            Feed::Changes(mut rx) => loop {
+                let changed = tokio::select! {
+                    _ = stop.cancelled() => false,
+                    r = rx.changed() => r.is_ok(),
+                };
+                if !changed || !self.queue() {
+                    break;
+                }
+            },
+        }
+    }
+
+    /// Queues the group unless it is queued already; false once its shard is gone.
+    fn queue(&self) -> bool {
+        self.queued.swap(true, Ordering::AcqRel) || self.dirty.send(self.group).is_ok()
+    }
+}
