@@ -358,18 +358,17 @@ UDPRoute stunner/media-plane
     #[tokio::test]
     async fn against_the_operator_status_board() {
         use std::sync::Arc;
-        use stunner_gateway::cds::ObjectStatus;
+        use stunner_gateway::index::{Kind, ObjRef, ObjectKey};
+        use stunner_gateway::render::SerializedStatus;
         use stunner_gateway_operator::status::StatusBoard;
         let board = Arc::new(StatusBoard::default());
-        board.set(ObjectStatus {
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
-            namespace: "stunner".into(),
-            name: "udp-gateway".into(),
-            status: serde_json::json!({"conditions": [
+        let gateway = ObjRef::new(Kind::Gateway, ObjectKey::new("stunner", "udp-gateway"));
+        board.set(&SerializedStatus::new(
+            gateway,
+            &serde_json::json!({"conditions": [
                 {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "ok"}
             ]}),
-        });
+        ));
         let s = Server::start_with(board.router()).await;
         let out = ok(&stunnerctl(&s.url(), &["gateway-status", "-n", "stunner"]).await);
         assert_eq!(out, "Gateway stunner/udp-gateway\n  Accepted=True (Accepted): ok\n");

@@ -5,8 +5,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use stunner_gateway::index::{Kind, ObjRef, ObjectKey};
-use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput};
-use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
+use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, SerializedStatus};
 
 /// The field manager of every write, as `kubectl get --show-managed-fields` shows it.
 pub const FIELD_MANAGER: &str = "stunner-gateway-operator";
@@ -111,25 +110,19 @@ pub enum Op {
 /// Every write `output` asks for, in no particular order: the queue writes in [`Target`]
 /// order.
 pub(crate) fn ops_of(output: &RenderOutput) -> Vec<(Target, Op)> {
-    let mut ops = Vec::new();
-    ops.extend(output.classes.iter().map(|(name, status)| class_op(name, status)));
-    ops.extend(output.routes.iter().map(|(r, status)| route_op(r, status)));
+    let classes = output.classes.iter().map(|(name, status)| {
+        SerializedStatus::new(ObjRef::new(Kind::GatewayClass, ObjectKey::cluster(name.as_str())), status)
+    });
+    let routes = output.routes.iter().map(|(r, status)| SerializedStatus::new(r.clone(), status));
+    let gateways = output.gateways.iter().filter_map(|(key, gw)| {
+        Some(SerializedStatus::new(ObjRef::new(Kind::Gateway, key.clone()), gw.status.as_ref()?))
+    });
+    let mut ops: Vec<_> = classes.chain(routes).chain(gateways).filter_map(status_op).collect();
     ops.extend(output.config_maps.iter().filter_map(|(key, cm)| config_map_op(key, cm)));
     for (key, gw) in &output.gateways {
-        ops.extend(gateway_ops(key, gw));
+        ops.extend(owned_ops(key, gw));
     }
     ops
-}
-
-/// A GatewayClass's status write.
-pub fn class_op(name: &str, status: &GatewayClassStatus) -> (Target, Op) {
-    status_op(WriteKind::GatewayClass, &ObjectKey::cluster(name), status)
-}
-
-/// A route's status write (any route kind: each is a written kind).
-pub fn route_op(r: &ObjRef, status: &UdpRouteStatus) -> (Target, Op) {
-    let kind = WriteKind::of(r.kind).unwrap_or(WriteKind::UdpRoute);
-    status_op(kind, &r.key, status)
 }
 
 /// Legacy mode: a GatewayConfig's ConfigMap write, if any.
@@ -137,13 +130,10 @@ pub fn config_map_op(key: &ObjectKey, config_map: &Owned<ConfigMap>) -> Option<(
     owned_op(WriteKind::ConfigMap, key, config_map)
 }
 
-/// The writes one Gateway's outcome asks for: its status, Service and dataplane (a Deployment
-/// or a DaemonSet, and the delete of the other kind).
-pub fn gateway_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
+/// The writes of one Gateway's own objects: its Service and dataplane (a Deployment or a
+/// DaemonSet, and the delete of the other kind). Its status is [`status_op`]'s.
+pub fn owned_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
     let mut ops = Vec::new();
-    if let Some(status) = &gw.status {
-        ops.push(status_op(WriteKind::Gateway, key, status));
-    }
     ops.extend(owned_op(WriteKind::Service, key, &gw.service));
     ops.extend(owned_op(WriteKind::Deployment, key, &gw.deployment));
     ops.extend(owned_op(WriteKind::DaemonSet, key, &gw.daemon_set));
@@ -154,9 +144,13 @@ fn spec_target(kind: WriteKind, key: &ObjectKey) -> Target {
     Target { scope: Scope::Spec, kind, key: key.clone() }
 }
 
-/// The apply configuration of a status: identity and the whole status, nothing else, so the
-/// operator's field manager owns the status fields and no spec field.
-fn status_op(kind: WriteKind, key: &ObjectKey, status: &impl serde::Serialize) -> (Target, Op) {
+/// A status write (a GatewayClass's, a Gateway's, any route kind's; `None` for a kind the
+/// operator does not write): the apply configuration of identity and the whole status,
+/// nothing else, so the operator's field manager owns the status fields and no spec field.
+/// The status goes into the body as it was serialized.
+pub fn status_op(status: SerializedStatus) -> Option<(Target, Op)> {
+    let SerializedStatus { object: ObjRef { kind, key }, status } = status;
+    let kind = WriteKind::of(kind)?;
     let mut metadata = json!({ "name": key.name.as_str() });
     if !key.namespace.is_empty() {
         metadata["namespace"] = key.namespace.as_str().into();
@@ -166,9 +160,9 @@ fn status_op(kind: WriteKind, key: &ObjectKey, status: &impl serde::Serialize) -
         "apiVersion": api.api_version,
         "kind": api.kind,
         "metadata": metadata,
-        "status": serde_json::to_value(status).unwrap_or_default(),
+        "status": status,
     });
-    (Target { scope: Scope::Status, kind, key: key.clone() }, Op::Apply(body))
+    Some((Target { scope: Scope::Status, kind, key }, Op::Apply(body)))
 }
 
 /// The rendered object is the desired state as a whole; its owner reference is already in it.

@@ -315,8 +315,8 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use stunner_gateway::index::ObjectKey;
-    use stunner_gateway::render::{GatewayOutput, Owned};
+    use stunner_gateway::index::{Kind, ObjectKey};
+    use stunner_gateway::render::{GatewayOutput, Owned, SerializedStatus};
 
     /// Records writes; fails the first `failures` of them, transiently unless `permanent`.
     #[derive(Clone, Default)]
@@ -448,11 +448,12 @@ mod tests {
         let (_leader, leading) = watch::channel(true);
         let running = Running::start(&writer, &sink, leading);
         let gateway = ObjectKey::new("ns", "gw");
-        let mut out = output("1").gateways.remove(&gateway).unwrap();
-        out.status = Some(Default::default());
-        writer.stage(crate::ops::gateway_ops(&gateway, &out), &Index::new());
-        let route = ObjRef::new(stunner_gateway::index::Kind::UdpRoute, ObjectKey::new("ns", "r"));
-        writer.stage([crate::ops::route_op(&route, &Default::default())], &Index::new());
+        let out = output("1").gateways.remove(&gateway).unwrap();
+        let status = |object| crate::ops::status_op(SerializedStatus::new(object, &serde_json::json!({})));
+        let gateway_status = status(ObjRef::new(Kind::Gateway, gateway.clone()));
+        writer.stage(gateway_status.into_iter().chain(crate::ops::owned_ops(&gateway, &out)), &Index::new());
+        let route = ObjRef::new(Kind::UdpRoute, ObjectKey::new("ns", "r"));
+        writer.stage(status(route), &Index::new());
         settle().await;
         assert!(sink.writes.lock().unwrap().is_empty(), "staged, not written");
         writer.flush();

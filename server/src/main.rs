@@ -20,7 +20,7 @@ use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::console::Console;
 use stunner_gateway_operator::metrics::OperatorMetrics;
-use stunner_gateway_operator::pipeline::Outputs;
+use stunner_gateway_operator::pipeline::{Outputs, apply::Apply};
 use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::Reconciler;
 use stunner_gateway_operator::source::{files::FileSource, manifests::Budget, run};
@@ -85,16 +85,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
     serve_admin(&args, registry.clone(), &readiness, header_timeout, &stop_admin, &mut tasks)?;
     serve_auth(&args, store.clone(), auth_metrics, header_timeout, &stop_admin, &mut tasks)?;
 
-    let settings = render_settings(&args, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
+    let apply = mode.apply();
+    let settings = render_settings(&args, &apply, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
     let (tx, rx) = mpsc::channel(64);
     let outputs = Outputs {
         store: store.clone(),
         statuses: statuses.clone(),
         metrics: operator_metrics,
         readiness: readiness.clone(),
-        // In a cluster the watchers see the written objects come back.
-        apply_owned_to_index: matches!(mode, Mode::Standalone(_)),
-        writer: mode.writer(),
+        apply,
         nodes: NodeFeed::new(store.nodes().clone()),
     };
     let reconciler = tokio::spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
@@ -166,7 +165,7 @@ fn serve_auth(
 
 /// What the renderer is told; `cluster_namespace`: the operator's own namespace in a cluster
 /// (its CDS Service's), `None` in standalone mode.
-fn render_settings(args: &Args, cluster_namespace: Option<&str>) -> RenderSettings {
+fn render_settings(args: &Args, apply: &Apply, cluster_namespace: Option<&str>) -> RenderSettings {
     RenderSettings {
         controller_name: args.controller_name.clone(),
         dataplane_mode: args.dataplane_mode,
@@ -176,8 +175,7 @@ fn render_settings(args: &Args, cluster_namespace: Option<&str>) -> RenderSettin
         label_filter: args.label_filter(),
         finalizing: false,
         enforce_reference_grants: args.enforce_reference_grants,
-        // Standalone mode runs no dataplane: only a Deployment of the manifests takes ours.
-        held_deployments_only: cluster_namespace.is_none(),
+        held_deployments_only: apply.held_deployments_only(),
     }
 }
 
@@ -375,11 +373,12 @@ enum Mode {
 }
 
 impl Mode {
-    /// Cluster mode's writer, which the render loop feeds.
-    fn writer(&self) -> Option<Writer> {
+    /// Where the render loop puts owned objects and statuses: in a cluster, the writer's
+    /// queue (the watchers see the written objects come back); standalone, the index.
+    fn apply(&self) -> Apply {
         match self {
-            Mode::Cluster(_, writer) => Some(writer.clone()),
-            Mode::Standalone(_) => None,
+            Mode::Cluster(_, writer) => Apply::cluster(writer.clone()),
+            Mode::Standalone(_) => Apply::standalone(),
         }
     }
 }

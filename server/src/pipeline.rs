@@ -1,20 +1,25 @@
 //! Where the render loop's results go. Sources send it [`Input`]s (the core's: changes to
 //! the index, the end of the initial sync, objects held back) and it renders and hands the
-//! results to its [`Outputs`]: the CDS store (through [`ConfigSink`]), the statuses, and in
-//! cluster mode the writer, which learns what the watchers saw only from the render loop.
+//! results to its [`Outputs`]: the CDS store (through [`ConfigSink`]), the statuses, and the
+//! operator's own objects, which go where the mode says ([`apply`]: to the writer in a
+//! cluster, into the index standalone).
 //!
 //! [`Input`]: stunner_gateway::index::Input
+
+pub mod apply;
+pub(crate) mod owned;
+pub(crate) mod service_wait;
 
 use crate::admin::Readiness;
 use crate::metrics::OperatorMetrics;
 use crate::status::StatusBoard;
+use apply::Apply;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway_cds::store::ConfigStore;
 use stunner_gateway_cds::version::Version;
 use stunner_gateway_k8s::nodes::NodeFeed;
-use stunner_gateway_k8s::writer::Writer;
 
 /// Where configs are published: the CDS store (a test wraps it to see every version).
 pub trait ConfigSink: Send + Sync {
@@ -40,13 +45,8 @@ pub struct Outputs {
     pub statuses: Arc<StatusBoard>,
     pub metrics: OperatorMetrics,
     pub readiness: Readiness,
-    /// Standalone mode: no API server stores the objects the operator owns, so the index
-    /// takes them directly, merged into the stored ones as if applied and watched back (the
-    /// renderer reads the Gateway's Service for its public address).
-    pub apply_owned_to_index: bool,
-    /// Cluster mode: where owned objects and statuses are queued for the API server; the
-    /// render loop also tells it every change before applying it to the index.
-    pub writer: Option<Writer>,
+    /// Where owned objects and statuses go: the mode.
+    pub apply: Apply,
     /// Where Node changes go for the CDS's per-node patcher.
     pub nodes: NodeFeed,
 }

@@ -1,7 +1,8 @@
 //! The render loop: applies source changes to the index, coalesces them, renders only what
 //! they made dirty ([`render`]), and hands the results to the outputs ([`publish`]: the CDS
-//! store, the writer in cluster mode, and the statuses shown to people, [`statuses`]). It is
-//! the writer's only feeder: every change reaches it before the index.
+//! store, the owned objects and statuses where the mode puts them, [`Apply`], and the
+//! statuses shown to people, [`statuses`]). In a cluster it is the writer's only feeder: every
+//! change reaches it before the index.
 //!
 //! An isolated change is rendered at once; changes that come while a render runs or right
 //! after one are coalesced in a window that grows under a sustained burst, up to
@@ -11,12 +12,14 @@
 //! never sees a config built from half the cluster. Nor does it see configs that are about to
 //! be replaced: in standalone mode only the settled result of a render is published (not the
 //! pass before the operator's own objects came back), in cluster mode a Gateway's config waits
-//! for the Service the render asked for ([`service_wait`]).
+//! for the Service the render asked for ([`ServiceWait`]).
+//!
+//! [`Apply`]: crate::pipeline::apply::Apply
+//! [`ServiceWait`]: crate::pipeline::service_wait::ServiceWait
 
 mod coalesce;
 mod publish;
 mod render;
-mod service_wait;
 mod settle;
 mod statuses;
 #[cfg(test)]
@@ -24,10 +27,8 @@ mod tests;
 
 use crate::metrics::{Controller, ReconcileLabels, ReconcileResult};
 use crate::pipeline::Outputs;
-use crate::source::owned::OwnedObjects;
 use coalesce::Coalescer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use service_wait::{SERVICE_WAIT, ServiceWait};
 use std::time::Duration;
 use stunner_gateway::index::{Change, Dirty, Index, Input};
 use stunner_gateway::render::RenderSettings;
@@ -48,16 +49,11 @@ pub struct Reconciler {
     dirty: Dirty,
     synced: bool,
     generation: i64,
-    /// Cluster mode (a writer): configs waiting for their Gateway's Service.
-    service_wait: Option<ServiceWait>,
-    /// Standalone mode: the owned objects applied to the index (see `apply_owned_to_index`).
-    owned: OwnedObjects,
 }
 
 impl Reconciler {
     /// `throttle` is `--throttle-timeout`: the longest a change waits for its render.
     pub fn new(settings: RenderSettings, throttle: Duration, outputs: Outputs) -> Self {
-        let service_wait = outputs.writer.is_some().then(|| ServiceWait::new(SERVICE_WAIT));
         outputs.metrics.init_controllers();
         Reconciler {
             index: Index::new(),
@@ -68,8 +64,6 @@ impl Reconciler {
             dirty: Dirty::default(),
             synced: false,
             generation: 0,
-            service_wait,
-            owned: OwnedObjects::default(),
         }
     }
 
@@ -78,7 +72,7 @@ impl Reconciler {
         let mut heartbeat = tokio::time::interval(HEARTBEAT);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let service_deadline = self.service_wait.as_ref().and_then(ServiceWait::next_deadline);
+            let service_deadline = self.outputs.apply.next_deadline();
             tokio::select! {
                 input = inputs.recv() => match input {
                     Some(input) => self.take(input),
@@ -87,7 +81,7 @@ impl Reconciler {
                 _ = sleep_until(self.render_at) => {}
                 _ = sleep_until(service_deadline) => {
                     self.publish_expired();
-                    self.flush_writes();
+                    self.outputs.apply.flush();
                 }
                 _ = heartbeat.tick() => {}
             }
@@ -130,17 +124,16 @@ impl Reconciler {
     }
 
     /// `--enable-finalizer` at exit: queues the invalidation of every class of ours and the
-    /// removal of their dataplanes for the writer (only the leader writes it), never for the
-    /// CDS: the dataplanes keep their configs until their Deployments are gone.
+    /// removal of their dataplanes for the writer in a cluster (only the leader writes it),
+    /// never for the CDS: the dataplanes keep their configs until their Deployments are gone.
     pub fn finalize(&self) {
-        let Some(writer) = &self.outputs.writer else { return };
         if !self.synced {
             return;
         }
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let output = stunner_gateway::render::finalize(&self.index, &self.settings, &now);
-        tracing::info!(gateways = output.gateways.len(), "finalizer: invalidating Gateways and removing dataplanes");
-        writer.submit(&output, &self.index);
+        self.outputs.apply.finalize(&self.index, || {
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            stunner_gateway::render::finalize(&self.index, &self.settings, &now)
+        });
     }
 
     fn count(&self, result: ReconcileResult) {
@@ -158,18 +151,13 @@ impl Reconciler {
                 // The writer learns what the watchers saw before the index does, so the
                 // submit of the render these changes cause finds it (see `Writer::observe`).
                 let seen = changes.iter().map(Change::seen);
-                if let Some(writer) = &self.outputs.writer {
-                    writer.observe(seen.clone());
-                }
+                self.outputs.apply.observe(seen.clone());
                 for (object, now) in seen {
                     // The CDS's per-node patcher follows the Nodes the same way.
                     self.outputs.nodes.observe(&object, now);
                 }
                 for change in changes {
-                    if self.outputs.apply_owned_to_index {
-                        // What the operator applied to it is kept until others change it.
-                        self.owned.before_outside_change(&self.index, &change);
-                    }
+                    self.outputs.apply.before_change(&self.index, &change);
                     let kind = change.kind();
                     let controller = Controller::of(kind);
                     self.outputs.metrics.set_active(controller, true);

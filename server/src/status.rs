@@ -11,27 +11,18 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use stunner_gateway::cds::{ObjectStatus, StatusList};
+use stunner_gateway::index::{Held, ObjRef, ObjectKey};
+use stunner_gateway::render::SerializedStatus;
 use tokio::sync::watch;
 
-/// API group, kind, namespace and name: a `stunner.l7mp.io` and a `gateway.networking.k8s.io`
-/// UDPRoute of the same name are two objects.
-type Key = (String, String, String, String);
-
-/// The group of an `apiVersion` (`""` for the core group's bare `v1`).
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(group, _)| group)
-}
-
-fn key(api_version: &str, kind: &str, namespace: &str, name: &str) -> Key {
-    (group_of(api_version).into(), kind.into(), namespace.into(), name.into())
-}
-
-/// Latest status per object, and the objects held at their last valid version.
+/// Latest status per object, and the objects held at their last valid version. Keyed by the
+/// index's kinds: a `stunner.l7mp.io` and a `gateway.networking.k8s.io` UDPRoute of the same
+/// name are two objects, and any version of a kind is the same.
 pub struct StatusBoard {
-    statuses: RwLock<BTreeMap<Key, Stored>>,
-    /// Why an object is held (`invalid edit at FILE:LINE`), shown as its status's `held`, with
-    /// its `apiVersion`: a held object may have no status of its own (a GatewayConfig).
-    held: RwLock<BTreeMap<Key, (String, String)>>,
+    statuses: RwLock<BTreeMap<ObjRef, Stored>>,
+    /// Why an object is held (`invalid edit at FILE:LINE`), shown as its status's `held`: a
+    /// held object may have no status of its own (a GatewayConfig).
+    held: RwLock<BTreeMap<ObjRef, String>>,
     /// Counts changes and announces each, for the console's live updates.
     generation: AtomicU64,
     changed: watch::Sender<()>,
@@ -52,22 +43,17 @@ impl Default for StatusBoard {
 /// `Value` tree (a map node and a `String` per field) the statuses of 1,000 Gateways and
 /// their routes held ~10 MiB of the operator's heap, for a page people rarely fetch. The text
 /// of a `Value` is canonical (its maps are sorted), so equal statuses have equal texts.
-#[derive(PartialEq)]
-struct Stored {
-    api_version: Box<str>,
-    status: Box<str>,
-}
+type Stored = Box<str>;
 
 impl StatusBoard {
     /// Records `status`; returns whether it differs from what was there (worth logging).
-    pub fn set(&self, status: ObjectStatus) -> bool {
-        let key = key(&status.api_version, &status.kind, &status.namespace, &status.name);
-        let stored = Stored { api_version: status.api_version.into(), status: status.status.to_string().into() };
+    pub fn set(&self, status: &SerializedStatus) -> bool {
+        let stored: Stored = status.status.to_string().into();
         let mut map = self.statuses.write().expect("status lock");
-        if map.get(&key) == Some(&stored) {
+        if map.get(&status.object) == Some(&stored) {
             return false;
         }
-        map.insert(key, stored);
+        map.insert(status.object.clone(), stored);
         drop(map);
         self.announce();
         true
@@ -89,22 +75,16 @@ impl StatusBoard {
     }
 
     /// Forgets the status of an object that is gone.
-    pub fn remove(&self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        let removed = self.statuses.write().expect("status lock").remove(&key(api_version, kind, namespace, name));
+    pub fn remove(&self, object: &ObjRef) {
+        let removed = self.statuses.write().expect("status lock").remove(object);
         if removed.is_some() {
             self.announce();
         }
     }
 
-    /// Replaces the objects held at their last valid version: (`apiVersion`, kind, namespace,
-    /// name, why).
-    pub fn set_held(&self, held: Vec<(String, String, String, String, String)>) {
-        let held = held
-            .into_iter()
-            .map(|(api_version, kind, namespace, name, why)| {
-                (key(&api_version, &kind, &namespace, &name), (api_version, why))
-            })
-            .collect();
+    /// Replaces the objects held at their last valid version.
+    pub fn set_held(&self, held: &[Held]) {
+        let held: BTreeMap<ObjRef, String> = held.iter().map(|h| (h.object.clone(), h.why.clone())).collect();
         let mut current = self.held.write().expect("held lock");
         if *current != held {
             *current = held;
@@ -113,41 +93,55 @@ impl StatusBoard {
         }
     }
 
+    /// Every status, sorted by API group, kind, namespace and name.
     pub fn list(&self) -> StatusList {
         let map = self.statuses.read().expect("status lock");
         let held = self.held.read().expect("held lock");
-        let mut items: BTreeMap<&Key, ObjectStatus> = map
+        let mut items: BTreeMap<&ObjRef, ObjectStatus> = map
             .iter()
-            .map(|(key @ (_, kind, namespace, name), stored)| {
-                let status = serde_json::from_str(&stored.status).expect("a stored status is JSON");
-                let item = ObjectStatus {
-                    api_version: stored.api_version.to_string(),
-                    kind: kind.clone(),
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                    status,
-                };
-                (key, item)
+            .map(|(object, stored)| {
+                // The text `set` wrote from a `Value`.
+                let status = serde_json::from_str(stored).expect("a stored status is JSON");
+                (object, object_status(object, status))
             })
             .collect();
-        for (key @ (_, kind, namespace, name), (api_version, why)) in held.iter() {
-            let item = items.entry(key).or_insert_with(|| ObjectStatus {
-                api_version: api_version.clone(),
-                kind: kind.clone(),
-                namespace: namespace.clone(),
-                name: name.clone(),
-                status: serde_json::json!({}),
-            });
+        for (object, why) in held.iter() {
+            let item = items.entry(object).or_insert_with(|| object_status(object, serde_json::json!({})));
             if let Some(status) = item.status.as_object_mut() {
                 status.insert("held".into(), why.clone().into());
             }
         }
-        StatusList { items: items.into_values().collect() }
+        let mut items: Vec<ObjectStatus> = items.into_values().collect();
+        items.sort_by(|a, b| list_order(a).cmp(&list_order(b)));
+        StatusList { items }
     }
 
     pub fn router(self: Arc<Self>) -> Router {
         Router::new().route("/api/v1/statuses", get(serve_statuses)).with_state(self)
     }
+}
+
+/// `object`'s status in the list, with the API names of its kind.
+fn object_status(object: &ObjRef, status: serde_json::Value) -> ObjectStatus {
+    let api = object.kind.api();
+    let ObjectKey { namespace, name } = &object.key;
+    ObjectStatus {
+        api_version: api.api_version,
+        kind: api.kind,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        status,
+    }
+}
+
+/// API group, kind, namespace and name.
+fn list_order(s: &ObjectStatus) -> (&str, &str, &str, &str) {
+    (group_of(&s.api_version), &s.kind, &s.namespace, &s.name)
+}
+
+/// The group of an `apiVersion` (`""` for the core group's bare `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
 }
 
 async fn serve_statuses(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
@@ -158,73 +152,73 @@ async fn serve_statuses(State(board): State<Arc<StatusBoard>>) -> impl IntoRespo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use stunner_gateway::index::Kind;
 
-    const GATEWAY_API: &str = "gateway.networking.k8s.io/v1";
+    fn object(kind: Kind, name: &str) -> ObjRef {
+        ObjRef::new(kind, ObjectKey::new(if kind.is_cluster_scoped() { "" } else { "ns" }, name))
+    }
 
-    fn status(kind: &str, name: &str, ready: bool) -> ObjectStatus {
-        ObjectStatus {
-            api_version: GATEWAY_API.into(),
-            kind: kind.into(),
-            namespace: "ns".into(),
-            name: name.into(),
-            status: serde_json::json!({ "ready": ready }),
-        }
+    fn status(kind: Kind, name: &str, ready: bool) -> SerializedStatus {
+        SerializedStatus::new(object(kind, name), &json!({ "ready": ready }))
     }
 
     #[test]
     fn keeps_the_latest_per_object_sorted() {
         let b = StatusBoard::default();
-        assert!(b.set(status("Gateway", "b", false)));
-        assert!(b.set(status("Gateway", "a", false)));
-        assert!(b.set(status("GatewayClass", "a", true)));
-        assert!(!b.set(status("Gateway", "a", false)), "unchanged");
-        assert!(b.set(status("Gateway", "a", true)));
+        assert!(b.set(&status(Kind::Gateway, "b", false)));
+        assert!(b.set(&status(Kind::Gateway, "a", false)));
+        assert!(b.set(&status(Kind::GatewayClass, "a", true)));
+        assert!(!b.set(&status(Kind::Gateway, "a", false)), "unchanged");
+        assert!(b.set(&status(Kind::Gateway, "a", true)));
         let names: Vec<_> = b.list().items.iter().map(|s| format!("{}/{}", s.kind, s.name)).collect();
         assert_eq!(names, ["Gateway/a", "Gateway/b", "GatewayClass/a"]);
         let before = b.generation();
-        b.remove(GATEWAY_API, "Gateway", "ns", "b");
+        b.remove(&object(Kind::Gateway, "b"));
         assert_eq!(b.list().items.len(), 2);
         assert_eq!(b.generation(), before + 1, "a removal is a change");
-        b.remove(GATEWAY_API, "Gateway", "ns", "b");
+        b.remove(&object(Kind::Gateway, "b"));
         assert_eq!(b.generation(), before + 1, "removing nothing is none");
     }
 
     #[test]
     fn objects_of_the_same_kind_name_in_two_groups_are_kept_apart() {
         let b = StatusBoard::default();
-        let stunner = ObjectStatus { api_version: "stunner.l7mp.io/v1".into(), ..status("UDPRoute", "r", true) };
+        assert!(b.set(&status(Kind::UdpRoute, "r", true)));
+        assert!(b.set(&status(Kind::GatewayUdpRoute, "r", false)));
+        let listed = |b: &StatusBoard| {
+            let items = b.list().items;
+            items.into_iter().map(|s| (s.api_version, s.kind, s.status)).collect::<Vec<_>>()
+        };
         let gateway_api =
-            ObjectStatus { api_version: "gateway.networking.k8s.io/v1alpha2".into(), ..status("UDPRoute", "r", false) };
-        assert!(b.set(stunner.clone()));
-        assert!(b.set(gateway_api.clone()));
-        assert_eq!(b.list().items, [gateway_api.clone(), stunner.clone()]);
-        // Another version of the same group is the same object.
-        b.remove("stunner.l7mp.io/v1beta1", "UDPRoute", "ns", "r");
-        assert_eq!(b.list().items, [gateway_api]);
+            ("gateway.networking.k8s.io/v1alpha2".to_string(), "UDPRoute".to_string(), json!({ "ready": false }));
+        let stunner = ("stunner.l7mp.io/v1".to_string(), "UDPRoute".to_string(), json!({ "ready": true }));
+        assert_eq!(listed(&b), [gateway_api.clone(), stunner.clone()]);
+        // Keyed by the index's kind, which any version of the group decodes to: removing it
+        // removes that one object.
+        b.remove(&object(Kind::GatewayUdpRoute, "r"));
+        assert_eq!(listed(&b), [stunner]);
     }
 
     #[test]
     fn held_objects_show_in_their_status_or_alone() {
         let b = StatusBoard::default();
-        assert!(b.set(status("Gateway", "a", true)));
-        let note = |kind: &str, name: &str| {
-            (
-                GATEWAY_API.to_string(),
-                kind.to_string(),
-                "ns".to_string(),
-                name.to_string(),
-                format!("invalid edit at {name}.yaml:3"),
-            )
-        };
-        b.set_held(vec![note("Gateway", "a"), note("GatewayConfig", "c")]);
+        assert!(b.set(&status(Kind::Gateway, "a", true)));
+        let note =
+            |kind: Kind, name: &str| Held { object: object(kind, name), why: format!("invalid edit at {name}.yaml:3") };
+        b.set_held(&[note(Kind::Gateway, "a"), note(Kind::GatewayConfig, "c")]);
         let items = b.list().items;
         assert_eq!(items.len(), 2);
-        assert_eq!(items[0].status, serde_json::json!({"ready": true, "held": "invalid edit at a.yaml:3"}));
+        assert_eq!(items[0].status, json!({"ready": true, "held": "invalid edit at a.yaml:3"}));
         assert_eq!(
             (items[1].kind.as_str(), &items[1].status),
-            ("GatewayConfig", &serde_json::json!({"held": "invalid edit at c.yaml:3"}))
+            ("GatewayConfig", &json!({"held": "invalid edit at c.yaml:3"}))
         );
-        b.set_held(Vec::new());
-        assert_eq!(b.list().items, [status("Gateway", "a", true)]);
+        b.set_held(&[]);
+        let items = b.list().items;
+        assert_eq!(
+            items.iter().map(|s| (s.key(), &s.status)).collect::<Vec<_>>(),
+            [("ns/a".into(), &json!({"ready": true}))]
+        );
     }
 }

@@ -19,12 +19,14 @@ mod legacy;
 mod listener;
 mod owner;
 mod relay;
+mod serialized;
 mod service;
 mod settings;
 mod status;
 mod switch;
 
 pub use error::{Reason, RenderError};
+pub use serialized::SerializedStatus;
 pub use service::parse_port_map;
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
 

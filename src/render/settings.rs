@@ -48,7 +48,7 @@ pub struct RenderSettings {
     pub enforce_reference_grants: bool,
     /// Standalone mode: a Gateway's Deployment is rendered only where the index holds one (from
     /// the manifests), to be merged into it; elsewhere it is left alone. With no API server and
-    /// no kubelet, a Deployment nothing holds goes nowhere (the server's `source::owned` drops
+    /// no kubelet, a Deployment nothing holds goes nowhere (the server's `pipeline::owned` drops
     /// it), and building it was 74 of the ~190 allocations of a Gateway's render.
     pub held_deployments_only: bool,
 }

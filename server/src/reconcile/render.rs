@@ -2,6 +2,7 @@
 //! rendered (the operator's own objects come back through the watchers, as later changes). In
 //! standalone mode the render runs again while the operator's own objects, applied to the index,
 //! make more of it dirty, and only a Gateway's settled result is published ([`super::settle`]).
+//! One loop does both: the mode decides whether a pass changes the index.
 
 use super::Reconciler;
 use super::publish::Publisher;
@@ -29,40 +30,17 @@ impl Reconciler {
         if !self.synced {
             return;
         }
-        if self.outputs.apply_owned_to_index {
-            self.render_settled()
-        } else {
-            self.render_streamed()
-        }
+        self.render_settled();
         self.publish_expired();
-        self.flush_writes();
+        self.outputs.apply.flush();
         self.outputs.readiness.set_ready();
     }
 
-    /// One pass, publishing each result as it is rendered: a large render never holds every
-    /// Gateway's output at once.
-    fn render_streamed(&mut self) {
-        if self.dirty.is_empty() {
-            return;
-        }
-        let dirty = std::mem::take(&mut self.dirty);
-        self.render_and_publish(dirty);
-    }
-
-    /// One pass over `dirty`, each result published as it is rendered.
-    fn render_and_publish(&mut self, dirty: Dirty) {
-        let pass = self.begin_pass();
-        // Built field by field: the render borrows the index beside it.
-        let mut publisher =
-            Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
-        let mut timed = Timed { inner: &mut publisher, spent: Duration::ZERO };
-        render_each(&self.index, &dirty, &self.settings, &pass.now, &mut timed);
-        let publishing = timed.spent;
-        self.end_pass(pass, &dirty, publishing);
-    }
-
     /// Passes until the operator's own objects stop making anything dirty. Each Gateway is
-    /// published once its own objects are in the index as rendered; see [`Settling`].
+    /// published once its own objects are in the index as rendered; see [`Settling`]. In a
+    /// cluster no pass changes the index (the objects come back through the watchers), so
+    /// this is one pass that publishes each result as it is rendered: a large render never
+    /// holds every Gateway's output at once.
     fn render_settled(&mut self) {
         let mut held = Held::new();
         for _ in 0..MAX_PASSES {
@@ -71,10 +49,9 @@ impl Reconciler {
             }
             let dirty = std::mem::take(&mut self.dirty);
             let pass = self.begin_pass();
-            let mut publisher =
-                Publisher { outputs: &self.outputs, service_wait: self.service_wait.as_mut(), index: &self.index };
-            let mut settling =
-                Settling { owned: &mut self.owned, publisher: &mut publisher, held: &mut held, changes: Vec::new() };
+            // Built field by field: the render borrows the index beside it.
+            let mut publisher = Publisher { outputs: &mut self.outputs, index: &self.index };
+            let mut settling = Settling { publisher: &mut publisher, held: &mut held, changes: Vec::new() };
             let mut timed = Timed { inner: &mut settling, spent: Duration::ZERO };
             render_each(&self.index, &dirty, &self.settings, &pass.now, &mut timed);
             let publishing = timed.spent;
@@ -89,6 +66,18 @@ impl Reconciler {
         if !held.is_empty() {
             self.render_and_publish(Dirty { gateways: held, ..Dirty::default() });
         }
+    }
+
+    /// One pass over `dirty`, each result published as it is rendered (standalone: the held
+    /// Gateways that no later pass reached).
+    fn render_and_publish(&mut self, dirty: Dirty) {
+        let pass = self.begin_pass();
+        // Built field by field: the render borrows the index beside it.
+        let mut publisher = Publisher { outputs: &mut self.outputs, index: &self.index };
+        let mut timed = Timed { inner: &mut publisher, spent: Duration::ZERO };
+        render_each(&self.index, &dirty, &self.settings, &pass.now, &mut timed);
+        let publishing = timed.spent;
+        self.end_pass(pass, &dirty, publishing);
     }
 
     fn begin_pass(&mut self) -> Pass {

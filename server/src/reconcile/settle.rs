@@ -1,18 +1,17 @@
-//! Standalone mode's render sink. The operator's own objects of a Gateway (its Service, and a
+//! A render pass's sink. Standalone, the operator's own objects of a Gateway (its Service, and a
 //! Deployment where the manifests hold one) go straight into the index, and a Gateway whose
 //! objects change the index is rendered again with them in the next pass: only that later
 //! result of it may be published (its first config would lack the public address the Service
 //! brings). Every other Gateway's result is final once rendered, so it is published at once,
 //! as in cluster mode. In the steady state (a route, an endpoint or a config changed, the
 //! Service already in place) nothing is held, and a large render never holds every Gateway's
-//! output at once.
+//! output at once. In a cluster no Gateway's objects change the index: nothing is held.
 //!
 //! Route, class and ConfigMap results are published at once too. A later pass renders a route
 //! again only with a Gateway it attaches to, and publishes it again; its status depends on the
 //! operator's own objects only where the route names a Gateway's Service as a backend.
 
 use super::publish::Publisher;
-use crate::source::owned::OwnedObjects;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::collections::BTreeSet;
 use stunner_gateway::index::{Change, ObjRef, ObjectKey};
@@ -30,7 +29,6 @@ pub(super) type Held = BTreeSet<ObjectKey>;
 /// its owned objects amount to, applied after the pass (the render reads the index meanwhile:
 /// the publisher's).
 pub(super) struct Settling<'a, 'p> {
-    pub owned: &'a mut OwnedObjects,
     pub publisher: &'a mut Publisher<'p>,
     pub held: &'a mut Held,
     pub changes: Vec<Change>,
@@ -39,7 +37,8 @@ pub(super) struct Settling<'a, 'p> {
 impl RenderSink for Settling<'_, '_> {
     fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
         let before = self.changes.len();
-        self.changes.extend(self.owned.changes(self.publisher.index, &key, &output));
+        let publisher = &mut *self.publisher;
+        publisher.outputs.apply.owned_changes(publisher.index, &key, &output, &mut self.changes);
         if self.changes.len() == before {
             // An earlier pass's result of it, if held, is superseded.
             self.held.remove(&key);

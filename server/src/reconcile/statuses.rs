@@ -5,23 +5,16 @@ use super::Reconciler;
 use super::publish::Publisher;
 use stunner_gateway::cds::{Condition, ObjectStatus};
 use stunner_gateway::index::{Held, Kind, ObjRef, ROUTE_KINDS};
+use stunner_gateway::render::SerializedStatus;
 
 impl Publisher<'_> {
     /// Records a status for people to read, and logs it when it changed; returns whether it did.
-    pub(super) fn show_status(&self, kind: Kind, namespace: &str, name: &str, status: &impl serde::Serialize) -> bool {
-        let api = kind.api();
-        let entry = ObjectStatus {
-            api_version: api.api_version,
-            kind: api.kind.clone(),
-            namespace: namespace.into(),
-            name: name.into(),
-            status: serde_json::to_value(status).unwrap_or_default(),
-        };
-        let summary = condition_summary(&entry);
-        let changed = self.outputs.statuses.set(entry);
+    pub(super) fn show_status(&self, status: &SerializedStatus) -> bool {
+        let changed = self.outputs.statuses.set(status);
         if changed {
-            let object = if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") };
-            tracing::info!("{} {object}: {summary}", api.kind);
+            let ObjRef { kind, key } = &status.object;
+            let object = if key.namespace.is_empty() { key.name.to_string() } else { key.to_string() };
+            tracing::info!("{} {object}: {}", kind.api().kind, condition_summary(&status.status));
         }
         changed
     }
@@ -31,26 +24,21 @@ impl Reconciler {
     /// Shows the objects a source holds at their last valid version: on the status board,
     /// and counted in `stunner_gateway_operator_held_objects`.
     pub(super) fn show_held(&self, held: &[Held]) {
-        let notes = held.iter().map(|h| {
-            let api = h.object.kind.api();
-            let key = &h.object.key;
-            (api.api_version, api.kind, key.namespace.to_string(), key.name.to_string(), h.why.clone())
-        });
-        self.outputs.statuses.set_held(notes.collect());
+        self.outputs.statuses.set_held(held);
         self.outputs.metrics.held_objects.set(i64::try_from(held.len()).unwrap_or(i64::MAX));
     }
 
     pub(super) fn forget_status(&self, r: &ObjRef) {
         if matches!(r.kind, Kind::Gateway | Kind::GatewayClass) || ROUTE_KINDS.contains(&r.kind) {
-            let api = r.kind.api();
-            self.outputs.statuses.remove(&api.api_version, &api.kind, &r.key.namespace, &r.key.name);
+            self.outputs.statuses.remove(r);
         }
     }
 }
 
 /// `Accepted=True, Programmed=False (AddressNotAssigned: ...)`, from a status's conditions and,
 /// for routes, its parents' conditions.
-fn condition_summary(status: &ObjectStatus) -> String {
+fn condition_summary(status: &serde_json::Value) -> String {
+    let status = ObjectStatus { status: status.clone(), ..ObjectStatus::default() };
     let describe = |c: &Condition| {
         if c.status == "True" {
             format!("{}=True", c.condition_type)

@@ -5,6 +5,8 @@ use super::*;
 use crate::admin::Readiness;
 use crate::metrics::OperatorMetrics;
 use crate::pipeline::ConfigSink;
+use crate::pipeline::apply::Apply;
+use crate::pipeline::service_wait::SERVICE_WAIT;
 use std::path::Path;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
@@ -68,16 +70,15 @@ impl ConfigSink for Recorder {
     }
 }
 
-/// The render loop's outputs, the configs recorded; standalone mode without a writer.
-fn outputs(writer: Option<Writer>) -> (Outputs, Arc<Recorder>) {
+/// The render loop's outputs, the configs recorded.
+fn outputs(apply: Apply) -> (Outputs, Arc<Recorder>) {
     let sink = Arc::new(Recorder { store: ConfigStore::new(CdsMetrics::default()), published: Default::default() });
     let outputs = Outputs {
         store: sink.clone(),
         statuses: Arc::default(),
         metrics: OperatorMetrics::default(),
         readiness: Readiness::default(),
-        apply_owned_to_index: writer.is_none(),
-        writer,
+        apply,
         nodes: NodeFeed::new(Arc::default()),
     };
     (outputs, sink)
@@ -85,8 +86,6 @@ fn outputs(writer: Option<Writer>) -> (Outputs, Arc<Recorder>) {
 
 struct Loop {
     tx: mpsc::Sender<Input>,
-    /// Cluster mode: the writer's queue, never written from.
-    writer: Option<Writer>,
     sink: Arc<Recorder>,
     metrics: OperatorMetrics,
     readiness: Readiness,
@@ -95,22 +94,23 @@ struct Loop {
 impl Loop {
     /// Standalone mode: the operator's own objects go straight into the index.
     fn start() -> Loop {
-        Self::start_with(None)
+        Self::start_with(Apply::standalone())
     }
 
-    /// Cluster mode: owned objects are queued for a writer (never run here), and come
-    /// back only when the test sends them, as the watchers would.
-    fn start_in_cluster() -> Loop {
-        Self::start_with(Some(Writer::new(Default::default())))
+    /// Cluster mode: owned objects are queued for a writer (never run here: the queue it
+    /// returns is never written from), and come back only when the test sends them, as the
+    /// watchers would.
+    fn start_in_cluster() -> (Loop, Writer) {
+        let writer = Writer::new(Default::default());
+        (Self::start_with(Apply::cluster(writer.clone())), writer)
     }
 
-    fn start_with(writer: Option<Writer>) -> Loop {
+    fn start_with(apply: Apply) -> Loop {
         let (tx, rx) = mpsc::channel(64);
-        let (outputs, sink) = outputs(writer);
+        let (outputs, sink) = outputs(apply);
         let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
-        let writer = outputs.writer.clone();
         tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));
-        Loop { tx, writer, sink, metrics, readiness }
+        Loop { tx, sink, metrics, readiness }
     }
 
     /// Every config published so far.

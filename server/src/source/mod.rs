@@ -4,7 +4,6 @@
 
 pub mod files;
 pub mod manifests;
-pub mod owned;
 pub mod run;
 pub mod scan;
 pub mod watcher;

@@ -329,7 +329,7 @@ fn problems(report: &Rescan) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::metrics::OperatorMetrics;
-    use crate::pipeline::{ConfigSink, Outputs};
+    use crate::pipeline::{ConfigSink, Outputs, apply::Apply};
     use crate::reconcile::Reconciler;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -391,8 +391,7 @@ mod tests {
             statuses: Arc::default(),
             metrics: metrics.clone(),
             readiness: Readiness::default(),
-            apply_owned_to_index: true,
-            writer: None,
+            apply: Apply::standalone(),
             nodes: NodeFeed::new(Arc::default()),
         };
         let (tx, rx) = mpsc::channel(64);

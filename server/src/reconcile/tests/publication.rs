@@ -63,19 +63,17 @@ async fn standalone_publishes_only_the_settled_config() {
 /// the pass, and what was held of it goes.
 #[test]
 fn standalone_holds_a_gateway_only_while_its_service_changes_the_index() {
-    let (outputs, recorder) = outputs(None);
+    let (mut outputs, recorder) = outputs(Apply::standalone());
     let mut index = Index::new();
     for change in quickstart() {
         change.apply_to(&mut index);
     }
-    let mut owned = crate::source::owned::OwnedObjects::default();
     let mut held = super::settle::Held::new();
     let key = ObjectKey::new("stunner", "udp-gateway");
     let mut pass = |index: &Index, held: &mut super::settle::Held| {
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let mut publisher = Publisher { outputs: &outputs, service_wait: None, index };
-        let mut settling =
-            super::settle::Settling { owned: &mut owned, publisher: &mut publisher, held, changes: Vec::new() };
+        let mut publisher = Publisher { outputs: &mut outputs, index };
+        let mut settling = super::settle::Settling { publisher: &mut publisher, held, changes: Vec::new() };
         stunner_gateway::render::render_each(
             index,
             &index.everything(),
@@ -103,7 +101,7 @@ fn standalone_holds_a_gateway_only_while_its_service_changes_the_index() {
 /// watchers bring back the Service the render asked for; no version without the address.
 #[tokio::test(start_paused = true)]
 async fn in_a_cluster_a_config_waits_for_the_service_it_asked_for() {
-    let l = Loop::start_in_cluster();
+    let (l, _) = Loop::start_in_cluster();
     l.send(Input::Changes(quickstart())).await;
     l.send(Input::Synced).await;
     tokio::time::sleep(THROTTLE * 2).await;
@@ -128,9 +126,9 @@ async fn in_a_cluster_a_config_waits_for_the_service_it_asked_for() {
 #[tokio::test(start_paused = true)]
 async fn in_a_cluster_a_gateway_status_waits_with_its_config() {
     use stunner_gateway_k8s::ops::{Scope, WriteKind};
-    let l = Loop::start_in_cluster();
+    let (l, writer) = Loop::start_in_cluster();
     let queued = |kind| {
-        let targets = l.writer.as_ref().unwrap().take_queued();
+        let targets = writer.take_queued();
         targets.iter().filter(|t| (t.scope, t.kind) == (Scope::Status, kind)).count()
     };
     l.send(Input::Changes(quickstart())).await;
@@ -156,9 +154,9 @@ async fn in_a_cluster_a_gateway_status_waits_with_its_config() {
 async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
     use stunner_gateway_k8s::ops::{FIELD_MANAGER, Scope, WriteKind};
     use stunner_gateway_k8s::owned_fields::applied_entry;
-    let l = Loop::start_in_cluster();
+    let (l, writer) = Loop::start_in_cluster();
     let queued = || {
-        let targets = l.writer.as_ref().unwrap().take_queued();
+        let targets = writer.take_queued();
         targets.iter().filter(|t| (t.scope, t.kind) == (Scope::Spec, WriteKind::Service)).count()
     };
     l.send(Input::Changes(quickstart())).await;
@@ -189,7 +187,7 @@ async fn in_a_cluster_a_service_someone_else_changed_is_written_again() {
 /// and the same Service is not waited for again.
 #[tokio::test(start_paused = true)]
 async fn in_a_cluster_a_config_waits_for_its_service_only_so_long() {
-    let l = Loop::start_in_cluster();
+    let (l, _) = Loop::start_in_cluster();
     l.send(Input::Changes(quickstart())).await;
     l.send(Input::Synced).await;
     tokio::time::sleep(THROTTLE * 2).await;

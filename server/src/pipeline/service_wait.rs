@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, ObjectKey};
-use stunner_gateway::render::Owned;
-use stunner_gateway::resources::GatewayStatus;
+use stunner_gateway::render::{Owned, SerializedStatus};
 use stunner_gateway_k8s::live;
 use tokio::time::Instant;
 
@@ -36,7 +35,7 @@ struct Held {
     /// The Service asked for, as JSON.
     service: serde_json::Value,
     /// The Gateway's latest status, not written while held.
-    status: Option<GatewayStatus>,
+    status: Option<SerializedStatus>,
 }
 
 /// The held configs, at most one per Gateway.
@@ -84,7 +83,7 @@ impl ServiceWait {
 
     /// Holds `status` (the newest) with Gateway `key`'s held config; returns it back when no
     /// config of `key` is held.
-    pub fn hold_status(&mut self, key: &ObjectKey, status: GatewayStatus) -> Option<GatewayStatus> {
+    pub fn hold_status(&mut self, key: &ObjectKey, status: SerializedStatus) -> Option<SerializedStatus> {
         match self.held.get_mut(key) {
             Some(h) => {
                 h.status = Some(status);
@@ -107,7 +106,7 @@ impl ServiceWait {
 
     /// The held configs that are due, to be published as they are, with the status held
     /// with each.
-    pub fn expired(&mut self) -> Vec<(ObjectKey, StunnerConfig, Option<GatewayStatus>)> {
+    pub fn expired(&mut self) -> Vec<(ObjectKey, StunnerConfig, Option<SerializedStatus>)> {
         let now = Instant::now();
         let due: Vec<ObjectKey> = self.held.iter().filter(|(_, h)| h.until <= now).map(|(k, _)| k.clone()).collect();
         let mut out = Vec::with_capacity(due.len());
