@@ -76,17 +76,9 @@ fn machine() -> Value {
     })
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` of a Unix time (the civil calendar from days since 1970-01-01).
+/// `YYYY-MM-DDTHH:MM:SSZ` of a Unix time.
 fn utc_date(secs: u64) -> String {
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .map_or_else(|_| secs.to_string(), |t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }

@@ -20,11 +20,14 @@
 mod e2e;
 #[path = "../../benches/support/report.rs"]
 mod report;
+#[path = "support/standalone.rs"]
+mod standalone;
 
 use e2e::*;
 use futures_util::StreamExt;
 use report::Report;
 use serde_json::json;
+use standalone::{Standalone, quickstart_dir};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -145,58 +148,13 @@ impl Sample {
     }
 }
 
-fn quickstart_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("change-latency-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for f in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
-        std::fs::copy(repo_root().join("deploy/examples/quickstart").join(f), dir.join(f)).unwrap();
-    }
-    dir
-}
-
-/// The operator in standalone mode on `dir`, serving the CDS and metrics on free ports.
-struct Standalone {
-    child: tokio::process::Child,
-    cds: SocketAddr,
-    metrics: SocketAddr,
-}
-
-impl Standalone {
-    async fn start(bin: &Path, dir: &Path) -> Standalone {
-        let cds: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = tokio::process::Command::new(bin)
-            .args(["--standalone", dir.to_str().unwrap(), "--health-probe-bind-address", "0"])
-            .args(["--config-discovery-address", &cds.to_string(), "--metrics-bind-address", &metrics.to_string()])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the operator");
-        Standalone { child, cds, metrics }
-    }
-
-    async fn renders(&self) -> f64 {
-        metric_sum(self.metrics, "stunner_gateway_operator_render_total", "").await
-    }
-}
-
-impl Drop for Standalone {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
-
 fn write_password(dir: &Path, password: &str) {
     let class = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gatewayclass.yaml")).unwrap();
     std::fs::write(dir.join("gatewayclass.yaml"), class.replace("\"pass-1\"", &format!("\"{password}\""))).unwrap();
 }
 
 async fn standalone(report: &mut Report, bin: &Path, label: &str, changes: usize) {
-    let dir = quickstart_dir("standalone");
+    let dir = quickstart_dir("change-latency-standalone");
     let op = Standalone::start(bin, &dir).await;
     let mut arrivals = watch_arrivals(op.cds).await;
     arrival_of(&mut arrivals, "pass-1").await;
@@ -215,7 +173,7 @@ async fn standalone(report: &mut Report, bin: &Path, label: &str, changes: usize
 
 /// 1,000 writes of the password in 1 s: the renders and pushed configs they cost.
 async fn burst(report: &mut Report, bin: &Path, label: &str, writes: usize) {
-    let dir = quickstart_dir("burst");
+    let dir = quickstart_dir("change-latency-burst");
     let op = Standalone::start(bin, &dir).await;
     let mut arrivals = watch_arrivals(op.cds).await;
     arrival_of(&mut arrivals, "pass-1").await;

@@ -14,13 +14,14 @@
 mod e2e;
 #[path = "../../benches/support/report.rs"]
 mod report;
+#[path = "support/standalone.rs"]
+mod standalone;
 
-use e2e::{free_port, http_get, metric_sum, repo_root};
+use e2e::http_get;
 use report::Report;
 use serde_json::json;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use standalone::{Standalone, quickstart_dir};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const FILES: usize = 20;
@@ -49,77 +50,29 @@ fn gateway_files(gateways: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-fn quickstart_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("standalone-memory-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for f in ["gatewayclass.yaml", "gateway.yaml", "route.yaml"] {
-        std::fs::copy(repo_root().join("deploy/examples/quickstart").join(f), dir.join(f)).unwrap();
-    }
-    dir
-}
-
-/// The operator in standalone mode on a directory, its CDS and metrics on free ports.
-struct Operator {
-    child: Child,
-    cds: SocketAddr,
-    metrics: SocketAddr,
-}
-
-impl Operator {
-    fn start(bin: &Path, dir: &Path) -> Operator {
-        let cds: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = Command::new(bin)
-            .args(["--standalone", dir.to_str().unwrap(), "--health-probe-bind-address", "0"])
-            .args(["--config-discovery-address", &cds.to_string(), "--metrics-bind-address", &metrics.to_string()])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the operator");
-        Operator { child, cds, metrics }
-    }
-
-    /// `VmHWM` (peak) or `VmRSS` (now) of the operator, in KiB.
-    fn memory_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("the operator runs");
-        let line = status.lines().find(|l| l.starts_with(field)).expect("a field of /proc/PID/status");
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
-
-    /// Waits until the CDS serves (`true`) or no longer serves (`false`) Gateway `name`'s
-    /// config, then until no render happened for [`QUIET`].
-    async fn settle(&self, name: &str, served: bool) {
-        let path = format!("/api/v1/configs/stunner/{name}");
-        for round in 0.. {
-            assert!(round < 1200, "{name} never {}", if served { "served" } else { "withdrawn" });
-            if let Some((status, _)) = http_get(self.cds, &path).await
-                && (status == 200) == served
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+/// Waits until the CDS serves (`true`) or no longer serves (`false`) Gateway `name`'s config,
+/// then until no render happened for [`QUIET`].
+async fn settle(op: &Standalone, name: &str, served: bool) {
+    let path = format!("/api/v1/configs/stunner/{name}");
+    for round in 0.. {
+        assert!(round < 1200, "{name} never {}", if served { "served" } else { "withdrawn" });
+        if let Some((status, _)) = http_get(op.cds, &path).await
+            && (status == 200) == served
+        {
+            break;
         }
-        let mut renders = metric_sum(self.metrics, "stunner_gateway_operator_render_total", "").await;
-        for _ in 0..120 {
-            tokio::time::sleep(QUIET).await;
-            let now = metric_sum(self.metrics, "stunner_gateway_operator_render_total", "").await;
-            if now == renders {
-                return;
-            }
-            renders = now;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut renders = op.renders().await;
+    for _ in 0..120 {
+        tokio::time::sleep(QUIET).await;
+        let now = op.renders().await;
+        if now == renders {
+            return;
         }
-        panic!("the operator kept rendering");
+        renders = now;
     }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    panic!("the operator kept rendering");
 }
 
 fn main() {
@@ -134,14 +87,14 @@ fn main() {
     let mut report = Report::new("standalone_memory", json!({ "implementation": "ours", "operator": label }));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let dir = quickstart_dir();
+        let dir = quickstart_dir("standalone-memory");
         let files = gateway_files(gateways);
         let yaml_bytes: usize = files.iter().map(|(_, text)| text.len()).sum();
         let last = format!("gw-{}", gateways - 1);
 
         // The quickstart alone: the baseline both figures are taken against.
-        let fresh = Operator::start(&bin, &dir);
-        fresh.settle("udp-gateway", true).await;
+        let fresh = Standalone::start(&bin, &dir).await;
+        settle(&fresh, "udp-gateway", true).await;
         let (fresh_peak, fresh_rss) = (fresh.memory_kib("VmHWM:"), fresh.memory_kib("VmRSS:"));
         drop(fresh);
 
@@ -149,8 +102,8 @@ fn main() {
         for (name, text) in &files {
             std::fs::write(dir.join(name), text).unwrap();
         }
-        let op = Operator::start(&bin, &dir);
-        op.settle(&last, true).await;
+        let op = Standalone::start(&bin, &dir).await;
+        settle(&op, &last, true).await;
         let peak = op.memory_kib("VmHWM:");
         let loaded = op.memory_kib("VmRSS:");
         let per_byte = (peak.saturating_sub(fresh_peak) * 1024) as f64 / yaml_bytes as f64;
@@ -174,13 +127,13 @@ fn main() {
                 for (name, text) in &files {
                     std::fs::write(dir.join(name), text).unwrap();
                 }
-                op.settle(&last, true).await;
+                settle(&op, &last, true).await;
             }
             let loaded = op.memory_kib("VmRSS:");
             for (name, _) in &files {
                 std::fs::remove_file(dir.join(name)).unwrap();
             }
-            op.settle(&last, false).await;
+            settle(&op, &last, false).await;
             let deleted = op.memory_kib("VmRSS:");
             let ratio = deleted as f64 / fresh_rss as f64;
             println!("| {cycle} | {loaded} KiB | {deleted} KiB | {ratio:.2}× |");
