@@ -85,10 +85,10 @@ operator_ref() {
 }
 
 # The dataplane's reference: the operator's default stunnerd image (DEFAULT_IMAGE in
-# src/render/deployment.rs), normalized the way containerd and the kubelet do (docker.io/).
+# src/render/deployment.rs, `pub` or `pub(crate)`), normalized the way containerd and the kubelet do (docker.io/).
 stunnerd_ref() {
   local src="$root/src/render/deployment.rs" ref
-  ref="$(sed -n 's/^pub const DEFAULT_IMAGE: &str = "\(.*\)";$/\1/p' "$src")"
+  ref="$(sed -n 's/^pub\(([a-z]*)\)\{0,1\} const DEFAULT_IMAGE: &str = "\(.*\)";$/\2/p' "$src")"
   [[ -n "$ref" ]] || { echo "build.sh: no DEFAULT_IMAGE in $src" >&2; return 1; }
   case "${ref%%/*}" in
     *.*|*:*|localhost) ;;                                    # names a registry already
@@ -167,7 +167,9 @@ build_operator() {
 
 build_stunnerd() {
   local bin="$root/tests/interop/bin/stunnerd" tar="$out/stunnerd.tar" ref
-  ref="$(stunnerd_ref)"
+  # A failure fails the build: an image without this name is one the kubelet cannot find
+  # (and, called under `||`, the function does not stop at it by itself).
+  ref="$(stunnerd_ref)" || return 1
   # The interop harness's stunnerd: the pinned upstream version, static (CGO_ENABLED=0), so
   # the image and the interop tests run the same binary, built once.
   "$root/tests/interop/build.sh" >/dev/null
