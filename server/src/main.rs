@@ -30,8 +30,6 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
-    // Before the runtime starts its threads (see `memory::limit_arenas`).
-    stunner_gateway_operator::memory::limit_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime starts");
     runtime.block_on(operator())
 }

@@ -1,62 +1,60 @@
-//! Giving the heap memory the operator freed back to the system.
+//! The operator's heap: jemalloc, set to give the pages it no longer uses back to the system at
+//! once.
 //!
-//! glibc's allocator keeps what a program frees for later allocations: it returns pages to the
-//! system only from the top of the main heap, and only past a threshold. A large render (the
-//! first complete one, or a change to a GatewayConfig every Gateway shares) and a rescan of a
-//! large manifest directory build and drop a working set of many small allocations (parsed
-//! YAML, the render's objects and output), spread over the arenas of the threads that ran
-//! them. Freed, those pages stayed resident: with 1,000 Gateways the operator kept the peak of
-//! its first render as its RSS for good. `malloc_trim` releases the free pages of every arena.
+//! glibc's malloc keeps small blocks of every size side by side in one heap, and returns a page
+//! to the system only once nothing on it is in use. A CDS watch connection is served by a task
+//! of some kilobytes (the HTTP connection that upgrades) while it leaves behind, interleaved
+//! with those, the few hundred bytes a watcher keeps (its id, its client record): once the
+//! tasks end, each page still holds a survivor, and 10,000 idle watchers kept 3.9 KiB each
+//! resident where they use about one (issue #48, BENCHMARKS.md's fan-out table); `malloc_trim`
+//! cannot return a page with a survivor on it. jemalloc keeps blocks of each size class in slabs
+//! of their own, so the handshakes' slabs empty whole and go back, and the rest stays dense.
+//!
+//! Decay 0 returns an emptied page at once instead of holding it for 10 s (jemalloc's default)
+//! for reuse: the operator's working sets (a large render, a rescan, a reconnect storm) come
+//! seldom, and the memory they used is what their peak would otherwise keep resident (with
+//! glibc that took an explicit trim after every large render and rescan). The fuzz targets
+//! keep the system's allocator, which the sanitizers instrument.
+//!
+//! jemalloc's own `_RJEM_MALLOC_CONF` environment variable overrides these settings (it is
+//! read after them), e.g. `_RJEM_MALLOC_CONF=dirty_decay_ms:10000` for its default.
 
-/// Most malloc arenas the process uses; see [`limit_arenas`].
-pub const ARENA_MAX: i32 = 1;
+#[cfg(not(feature = "fuzzing"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Caps glibc's malloc arenas at [`ARENA_MAX`]; call before any thread starts. glibc gives
-/// threads that contend for the heap arenas of their own, up to 8 per core, and each keeps what
-/// its threads freed (tokio's workers and the blocking threads rescans and renders run on
-/// touch several). Measured with 1,000 Gateways (BENCHMARKS.md's history in git, "Footprint
-/// and storms at scale"): one arena held 17 MiB less before the watchers and a 41 MiB lower peak than the
-/// default, two arenas the same RSS but the higher peak. Small allocations mostly never reach
-/// the arena's lock: glibc's per-thread cache serves them. A no-op where the allocator is not
-/// glibc's; `GLIBC_TUNABLES=glibc.malloc.arena_max=N` set by hand is overridden. One run each.
-pub fn limit_arenas() -> bool {
-    arena_max(ARENA_MAX)
-}
+/// The options jemalloc reads at its first allocation: a C string the allocator looks up by
+/// this name (tikv-jemalloc-sys prefixes jemalloc's symbols with `_rjem_`).
+#[cfg(not(feature = "fuzzing"))]
+#[used]
+#[allow(unsafe_code)] // an exported symbol, which the linker could confuse with another
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: &[u8; 34] = b"dirty_decay_ms:0,muzzy_decay_ms:0\0";
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn arena_max(n: i32) -> bool {
-    // SAFETY: `mallopt` takes no pointers; called before any other thread exists, it changes
-    // a setting the allocator reads when a thread first picks an arena.
-    #[allow(unsafe_code)] // a libc call
-    let ok = unsafe { libc::mallopt(libc::M_ARENA_MAX, n) };
-    ok == 1
-}
+#[cfg(all(test, not(feature = "fuzzing")))]
+mod tests {
+    /// The options above reached jemalloc (a misspelt symbol name would be ignored silently).
+    #[test]
+    fn jemalloc_reads_the_operators_options() {
+        if std::env::var_os("_RJEM_MALLOC_CONF").is_some() {
+            eprintln!("skipped: _RJEM_MALLOC_CONF overrides the options");
+            return;
+        }
+        let dirty: isize = read_option(c"opt.dirty_decay_ms");
+        let muzzy: isize = read_option(c"opt.muzzy_decay_ms");
+        assert_eq!((dirty, muzzy), (0, 0));
+    }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn arena_max(_: i32) -> bool {
-    false
-}
-
-/// Renders of at least this many Gateways are followed by [`release_free_memory`]: below,
-/// what a render frees is little and soon used again, and the walk over the heap not worth it.
-pub const LARGE_RENDER: usize = 64;
-
-/// Returns the heap's free pages to the system; whether any were released. A no-op (false)
-/// where the allocator is not glibc's.
-pub fn release_free_memory() -> bool {
-    trim()
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() -> bool {
-    // SAFETY: `malloc_trim` takes no pointers and only walks the allocator's own state, under
-    // the allocator's locks; any thread may call it at any time.
-    #[allow(unsafe_code)] // a libc call
-    let released = unsafe { libc::malloc_trim(0) };
-    released == 1
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() -> bool {
-    false
+    fn read_option(name: &std::ffi::CStr) -> isize {
+        let mut value: isize = -2;
+        let mut len = std::mem::size_of::<isize>();
+        // SAFETY: `opt.*_decay_ms` are `ssize_t` options; `value` and `len` are valid for the
+        // call and `len` is the size of `value`; no new value is written.
+        #[allow(unsafe_code)] // a call into jemalloc
+        let rc = unsafe {
+            tikv_jemalloc_sys::mallctl(name.as_ptr(), (&raw mut value).cast(), &mut len, std::ptr::null_mut(), 0)
+        };
+        assert_eq!(rc, 0, "mallctl {name:?}");
+        value
+    }
 }

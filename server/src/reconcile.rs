@@ -96,11 +96,7 @@ impl Reconciler {
             }
             if self.render_at.is_some_and(|at| at <= Instant::now()) {
                 self.render_at = None;
-                let large = self.dirty.gateways.len() >= crate::memory::LARGE_RENDER;
                 self.render_dirty();
-                if large {
-                    crate::memory::release_free_memory();
-                }
                 self.coalescer.rendered(Instant::now());
             }
         }

@@ -206,10 +206,6 @@ impl Follower {
         let mut source = self.source.take().expect("one rescan at a time");
         let (source, result) = tokio::task::spawn_blocking(move || {
             let result = source.rescan();
-            // Parsing a changed file frees as much as it keeps (its YAML tree, the copies).
-            if result.as_ref().is_ok_and(|(report, _)| !report.changed.is_empty()) {
-                crate::memory::release_free_memory();
-            }
             (source, result)
         })
         .await
