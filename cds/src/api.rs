@@ -158,15 +158,10 @@ async fn upgrade(
     let info = ClientInfo {
         transport: Transport::Websocket,
         remote_address: parts.extensions.get::<PeerAddr>().map(|p| p.0),
-        node: node.clone().unwrap_or_default(),
+        node: node.clone().unwrap_or_default().into(),
         scope: scope.clone(),
-        client_name: parts
-            .headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string(),
-        identity: identity.to_string(),
+        client_name: parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default().into(),
+        identity: identity.to_string().into(),
     };
     // Subscribe only once the handshake is good: a refused upgrade leaves nothing behind.
     let (watch, initial) = Watch::resume(state.store.clone(), scope, node, &Held::new());

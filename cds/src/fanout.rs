@@ -137,19 +137,39 @@ struct Conn {
     _permit: Option<ConnectionPermit>,
 }
 
-/// Frames a connection could not take at once, in order; the first partly written.
+/// Frames a connection could not take at once. Empty nearly always, and then it holds
+/// nothing but a null pointer (an idle watcher's memory is what a shard's connections cost).
 #[derive(Default)]
-struct Outbox {
+struct Outbox(Option<Box<Waiting>>);
+
+/// What waits in an outbox, in order; the first frame partly written.
+struct Waiting {
     frames: VecDeque<Out>,
     written: usize,
     /// When the first frame started to wait: the write timeout runs from here.
-    since: Option<Instant>,
+    since: Instant,
 }
 
 impl Outbox {
+    fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// When the frame that waits now started to wait, if one does.
     fn waiting_since(&self) -> Option<Instant> {
-        self.since.filter(|_| !self.frames.is_empty())
+        self.0.as_ref().map(|w| w.since)
+    }
+
+    /// Queues `out` behind what waits; the first frame to wait, `written` bytes of it already
+    /// sent, starts the write timeout now.
+    fn push(&mut self, out: Out, written: usize) {
+        match &mut self.0 {
+            Some(waiting) => waiting.frames.push_back(out),
+            None => {
+                let since = Instant::now();
+                self.0 = Some(Box::new(Waiting { frames: VecDeque::from([out]), written, since }));
+            }
+        }
     }
 }
 
@@ -452,7 +472,7 @@ impl State {
     /// write (it catches up, with the latest, once it can) or leaving.
     fn push_due(&mut self, slot: usize) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
-        if self.closing || conn.leaving.is_some() || !conn.outbox.frames.is_empty() {
+        if self.closing || conn.leaving.is_some() || !conn.outbox.is_empty() {
             return;
         }
         let mut updates = std::mem::take(&mut self.updates);
@@ -476,9 +496,8 @@ impl State {
     /// else queues it behind what waits.
     fn send(&mut self, slot: usize, out: Out) {
         let Some(conn) = self.conns[slot].as_mut() else { return };
-        if !conn.outbox.frames.is_empty() {
-            conn.outbox.frames.push_back(out);
-            return;
+        if !conn.outbox.is_empty() {
+            return conn.outbox.push(out, 0);
         }
         let Some(written) = write_some(&conn.socket, out.bytes()) else {
             return self.remove(slot, End::ClientClosed);
@@ -487,10 +506,8 @@ impl State {
             self.record(slot, &out);
             return;
         }
-        let since = Instant::now();
-        conn.outbox.written = written;
-        conn.outbox.since = Some(since);
-        conn.outbox.frames.push_back(out);
+        conn.outbox.push(out, written);
+        let since = conn.outbox.waiting_since().expect("a frame waits");
         self.lower_wake(since + self.settings.write_timeout);
     }
 
@@ -508,21 +525,22 @@ impl State {
     fn flush(&mut self, slot: usize) -> Flushed {
         loop {
             let Some(conn) = self.conns[slot].as_mut() else { return Flushed::Broken };
-            let Some(front) = conn.outbox.frames.front() else {
-                // Nothing waits: hold no queue.
-                conn.outbox = Outbox::default();
-                return Flushed::All;
-            };
-            let rest = &front.bytes()[conn.outbox.written..];
+            let Some(waiting) = conn.outbox.0.as_mut() else { return Flushed::All };
+            let front = waiting.frames.front().expect("an outbox that waits holds a frame");
+            let rest = &front.bytes()[waiting.written..];
             let Some(written) = write_some(&conn.socket, rest) else { return Flushed::Broken };
             if written < rest.len() {
-                conn.outbox.written += written;
+                waiting.written += written;
                 return Flushed::Blocked;
             }
-            let out = conn.outbox.frames.pop_front().expect("the front frame");
-            conn.outbox.written = 0;
+            let out = waiting.frames.pop_front().expect("the front frame");
+            waiting.written = 0;
             // The next frame's write timeout starts now.
-            conn.outbox.since = Some(Instant::now());
+            waiting.since = Instant::now();
+            if waiting.frames.is_empty() {
+                // Nothing waits: hold no queue.
+                conn.outbox = Outbox::default();
+            }
             self.record(slot, &out);
         }
     }
@@ -530,7 +548,7 @@ impl State {
     /// A readiness event for the connection in `slot`.
     fn on_ready(&mut self, slot: usize, readable: bool, writable: bool) {
         let Some(conn) = self.conns.get(slot).and_then(Option::as_ref) else { return };
-        if writable && !conn.outbox.frames.is_empty() {
+        if writable && !conn.outbox.is_empty() {
             match self.flush(slot) {
                 Flushed::Blocked => {}
                 Flushed::Broken => return self.remove(slot, End::ClientClosed),
@@ -607,7 +625,7 @@ impl State {
         self.send(slot, Out::Control(farewell));
         if let Some(conn) = self.conns[slot].as_mut() {
             conn.leaving = Some(end);
-            if conn.outbox.frames.is_empty() {
+            if conn.outbox.is_empty() {
                 self.remove_left(slot);
             }
         }
@@ -734,5 +752,20 @@ impl Follower {
     /// Queues the group unless it is queued already; false once its shard is gone.
     fn queue(&self) -> bool {
         self.queued.swap(true, Ordering::AcqRel) || self.dirty.send(self.group).is_ok()
+    }
+}
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    /// An idle watcher is a `Conn` in its shard's table and a `Client` in the client table
+    /// (jemalloc's 320-byte size class): with its ids and the tables' slots, under the 1 KiB
+    /// per idle watcher BENCHMARKS.md's fan-out table shows (issue #48). A field added to
+    /// either is paid 10,000 times over.
+    #[test]
+    fn an_idle_watcher_keeps_its_state_within_budget() {
+        assert!(size_of::<super::Conn>() <= 320, "a Conn is {} bytes", size_of::<super::Conn>());
+        let client = size_of::<crate::clients::Client>();
+        assert!(client <= 320, "a Client is {client} bytes");
     }
 }

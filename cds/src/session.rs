@@ -306,10 +306,10 @@ mod tests {
         let info = ClientInfo {
             transport: Transport::Websocket,
             remote_address: None,
-            node: String::new(),
+            node: Box::default(),
             scope: Scope::Config(id.clone()),
-            client_name: String::new(),
-            identity: String::new(),
+            client_name: Box::default(),
+            identity: Box::default(),
         };
         let client = clients.register(info);
         let (stream, mut peer) = tokio::io::duplex(64 * 1024);

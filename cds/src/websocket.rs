@@ -109,8 +109,13 @@ pub struct FrameReader {
 
 #[derive(Debug)]
 enum State {
-    Header { bytes: [u8; 14], len: usize },
-    Payload(Payload),
+    Header {
+        bytes: [u8; 14],
+        len: usize,
+    },
+    /// Boxed: a watch connection waits in `Header` nearly all its life, and the control
+    /// buffer would make every idle connection 128 bytes larger.
+    Payload(Box<Payload>),
 }
 
 #[derive(Debug)]
@@ -150,7 +155,7 @@ impl FrameReader {
                 used += take;
             }
             let (header, len) = (*bytes, *len);
-            self.state = State::Payload(self.start_payload(&header[..len])?);
+            self.state = State::Payload(Box::new(self.start_payload(&header[..len])?));
         }
         let State::Payload(payload) = &mut self.state else { unreachable!("header state handled above") };
         let take = payload.remaining.min((input.len() - used) as u64) as usize;
@@ -167,7 +172,7 @@ impl FrameReader {
             return Ok((used, None));
         }
         let State::Payload(done) = std::mem::replace(&mut self.state, State::header()) else { unreachable!() };
-        Ok((used, Some(done.event()?)))
+        Ok((used, Some((*done).event()?)))
     }
 
     /// Checks a complete header and what it says about the message in progress.

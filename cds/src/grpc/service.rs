@@ -110,10 +110,10 @@ impl config_discovery_server::ConfigDiscovery for ConfigDiscovery {
         let client = self.clients.register(ClientInfo {
             transport: Transport::Grpc,
             remote_address: caller.peer,
-            node: node.unwrap_or_default(),
+            node: node.unwrap_or_default().into(),
             scope,
-            client_name: start.client_name,
-            identity: identity.to_string(),
+            client_name: start.client_name.into(),
+            identity: identity.to_string().into(),
         });
         let acks = AckReader::spawn(&self.tasks, inbound, client.client());
         let outbound = Outbound::new(watch, initial, client, acks, slots, self.shutdown.clone(), self.metrics.clone());
