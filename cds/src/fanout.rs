@@ -3,15 +3,18 @@
 //! to every socket of its scope that can take it.
 //!
 //! A shard is one task with an epoll instance of its own (mio's), registered with the runtime
-//! as one file descriptor. An update wakes the shard once per scope it serves (a follower task
-//! per scope and shard awaits the store's latest-value channel and queues the scope), and the
-//! shard then does, for each of that scope's connections, what a [`super::session::Session`]
-//! does after its own wake: takes what its [`Watch`] yields and writes it with one
-//! non-blocking `write`. Only a socket that would block gets more attention: its frames wait
-//! in its outbox until epoll says it is writable, and its watch is not read meanwhile, so it
-//! gets the latest version once it drains (latest wins, as with sessions). Reads (Pings,
-//! Closes), Pings of our own, write timeouts and shutdown are the same events the session
-//! handles, driven by the shard's epoll and one timer for all its connections.
+//! as one file descriptor. The store tells the shard directly which config ids changed (its
+//! [`ChangedIds`] sink: a set of ids and one wake), so a storm of changes wakes the shard once,
+//! whatever the number of configs or watchers; a node address change wakes it once through
+//! the node table's signal. The shard then does, for each connection whose scope holds a
+//! changed id (or that is patched for its node, after a node change), what a
+//! [`super::session::Session`] does after its own wake: takes what its [`Watch`] yields and
+//! writes it with one non-blocking `write`. Only a socket that would block gets more
+//! attention: its frames wait in its outbox until epoll says it is writable, and its watch is
+//! not read meanwhile, so it gets the latest version once it drains (latest wins, as with
+//! sessions). Reads (Pings, Closes), Pings of our own, write timeouts and shutdown are the
+//! same events the session handles, driven by the shard's epoll and one timer for all its
+//! connections.
 //!
 //! Connections of other byte streams (none today; TLS one day) keep the session task.
 
@@ -19,23 +22,23 @@ use super::clients::Registration;
 use super::connection::ConnectionPermit;
 use super::metrics::{CdsMetrics, WEBSOCKET};
 use super::session::{End, Inbox, READ_CHUNK, READS_PER_WAKE, Settings, WebSocketFrame};
-use super::store::{ConfigStore, Scope, Snapshot};
+use super::store::{ChangedIds, ConfigStore, Scope};
 use super::watch::{Update, Watch};
 use super::websocket::{FrameReader, close_frame, ping_frame};
 use bytes::Bytes;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use prometheus_client::metrics::counter::Counter;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use stunner_gateway::cds::ConfigId;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// Epoll events taken per wake-up.
@@ -73,7 +76,7 @@ impl Fanout {
     /// One shard per core the process may run on, each a task on `tasks` that ends once
     /// `shutdown` is cancelled and its connections are closed.
     pub(super) fn start(
-        store: Arc<ConfigStore>,
+        store: &ConfigStore,
         settings: Settings,
         shutdown: CancellationToken,
         tasks: &TaskTracker,
@@ -82,8 +85,8 @@ impl Fanout {
         let mut shards = Vec::with_capacity(count);
         for _ in 0..count {
             let (tx, joins) = mpsc::unbounded_channel();
-            let (shard, dirty) = Shard::new(store.clone(), settings.clone(), shutdown.clone(), tasks.clone())?;
-            tasks.spawn(shard.run(dirty, joins));
+            let shard = Shard::new(store, settings.clone(), shutdown.clone())?;
+            tasks.spawn(shard.run(joins));
             shards.push(tx);
         }
         Ok(Fanout { shards, next: AtomicUsize::new(0) })
@@ -100,7 +103,7 @@ impl Fanout {
 }
 
 /// The scope a group of a shard's connections follow, and whether it is patched per node
-/// (then node address changes wake it too).
+/// (then node address changes concern it too).
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct GroupKey {
     scope: Scope,
@@ -111,10 +114,6 @@ struct GroupKey {
 struct Group {
     key: GroupKey,
     members: Vec<usize>,
-    /// Queued for a fan-out already: the follower does not queue it again.
-    queued: Arc<AtomicBool>,
-    /// Ends the follower task when the group goes.
-    _follower: DropGuard,
 }
 
 /// One watch client, as plain data.
@@ -197,40 +196,46 @@ enum Flushed {
 
 struct Shard {
     poll: AsyncFd<Poll>,
+    /// The ids the store changed since the shard last looked, and its wake for them.
+    changes: Arc<ChangedIds>,
+    /// Fires when any node's address changes: every per-node group is then due.
+    nodes: watch::Receiver<()>,
     state: State,
 }
 
 /// A shard's connections and what it needs to serve them.
 struct State {
-    store: Arc<ConfigStore>,
     settings: Settings,
     metrics: CdsMetrics,
     pushes: Counter,
     push_bytes: Counter,
     shutdown: CancellationToken,
-    /// Where the groups' followers run.
-    tasks: TaskTracker,
     closing: bool,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
-    /// Groups by index (a follower queues its group's index), and their index by key.
+    /// Groups by index (a connection's group is an index), and their index by key.
     groups: Vec<Option<Group>>,
     free_groups: Vec<usize>,
     group_at: HashMap<GroupKey, usize>,
-    dirty: mpsc::UnboundedSender<usize>,
+    /// The groups of a namespace or of all configs: a changed id is matched against each.
+    broad_groups: Vec<usize>,
     /// Connections with more to read (see [`Conn::unread`]).
     unread: Vec<usize>,
     /// The earliest deadline (a Ping, a write timeout) of any connection, or later.
     wake_at: Instant,
     /// Reused buffers: a fan-out allocates nothing.
     updates: Vec<Update>,
+    /// The connections of the groups due in this fan-out.
     members: Vec<usize>,
+    /// The ids taken from the store's sink, emptied by each fan-out.
+    changed: HashSet<ConfigId>,
 }
 
 /// What woke a shard.
 enum Wake {
     Shutdown,
-    Dirty(usize),
+    Changed,
+    Nodes,
     /// Boxed: a wake-up is mostly one of the small ones.
     Join(Box<Joining>),
     Io,
@@ -239,12 +244,8 @@ enum Wake {
 }
 
 impl Shard {
-    fn new(
-        store: Arc<ConfigStore>,
-        settings: Settings,
-        shutdown: CancellationToken,
-        tasks: TaskTracker,
-    ) -> io::Result<(Self, mpsc::UnboundedReceiver<usize>)> {
+    /// A shard of `store`'s watches, told of its changes from now on.
+    fn new(store: &ConfigStore, settings: Settings, shutdown: CancellationToken) -> io::Result<Self> {
         let poll = Poll::new()?;
         // SAFETY: the epoll descriptor is the `Poll`'s own, open from its creation to its
         // drop, and the `AsyncFd` owns the `Poll`, so it is valid for the `AsyncFd`'s lifetime
@@ -252,7 +253,6 @@ impl Shard {
         #[allow(unsafe_code)]
         let poll =
             unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }.map_err(io::Error::from)?;
-        let (dirty, dirty_rx) = mpsc::unbounded_channel();
         let metrics = store.metrics.clone();
         let pushes = metrics.pushes.get_or_create(&WEBSOCKET).clone();
         let push_bytes = metrics.push_bytes.get_or_create(&WEBSOCKET).clone();
@@ -261,26 +261,28 @@ impl Shard {
             push_bytes,
             metrics,
             wake_at: Instant::now() + settings.ping_interval,
-            store,
             settings,
             shutdown,
-            tasks,
             closing: false,
             conns: Vec::new(),
             free: Vec::new(),
             groups: Vec::new(),
             free_groups: Vec::new(),
             group_at: HashMap::new(),
-            dirty,
+            broad_groups: Vec::new(),
             unread: Vec::new(),
             updates: Vec::new(),
             members: Vec::new(),
+            changed: HashSet::new(),
         };
-        Ok((Shard { poll, state }, dirty_rx))
+        // Both before any connection joins: a change after a watch's subscription is seen.
+        let changes = store.register_sink();
+        let nodes = store.nodes.subscribe();
+        Ok(Shard { poll, changes, nodes, state })
     }
 
-    async fn run(self, mut dirty: mpsc::UnboundedReceiver<usize>, mut joins: mpsc::UnboundedReceiver<Joining>) {
-        let Shard { mut poll, mut state } = self;
+    async fn run(self, mut joins: mpsc::UnboundedReceiver<Joining>) {
+        let Shard { mut poll, changes, mut nodes, mut state } = self;
         let mut events = Events::with_capacity(EVENTS_PER_WAKE);
         let shutdown = state.shutdown.clone();
         while !(state.closing && state.is_empty()) {
@@ -290,7 +292,8 @@ impl Shard {
                 // Before the busy branches, which must not starve Pings and write timeouts
                 // (a turn of the timer sets its next deadline ahead: it cannot starve them).
                 _ = tokio::time::sleep_until(state.wake_at) => Wake::Timer,
-                Some(key) = dirty.recv() => Wake::Dirty(key),
+                () = changes.changed() => Wake::Changed,
+                Ok(()) = nodes.changed() => Wake::Nodes,
                 Some(joining) = joins.recv() => Wake::Join(Box::new(joining)),
                 ready = poll.readable_mut() => {
                     let mut ready = match ready {
@@ -311,7 +314,8 @@ impl Shard {
             };
             match wake {
                 Wake::Shutdown => state.close_all(),
-                Wake::Dirty(group) => state.fan_out(group).await,
+                Wake::Changed => state.fan_out_changes(&changes).await,
+                Wake::Nodes => state.fan_out_per_node().await,
                 Wake::Join(joining) => state.join(poll.get_ref(), *joining),
                 Wake::Io => {
                     for event in events.iter() {
@@ -413,7 +417,8 @@ impl State {
             let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
             self.send(slot, Out::Push { frame, update });
         }
-        // A change between the watch's subscription and its group's follower's is not missed.
+        // A change stored after the watch's subscription, which the shard may have been told
+        // of before the connection was here, is not missed.
         self.push_due(slot);
     }
 
@@ -422,9 +427,7 @@ impl State {
         self.conns[slot].as_ref().is_some_and(|c| c.leaving.is_none())
     }
 
-    /// The index of the group of `key`, made if there is none: its scope is followed (from
-    /// now, before any of its watches is read) by a task that queues the group for a fan-out
-    /// on each change.
+    /// The index of the group of `key`, made if there is none.
     fn group_of(&mut self, key: GroupKey) -> usize {
         if let Some(&at) = self.group_at.get(&key) {
             return at;
@@ -433,31 +436,52 @@ impl State {
             self.groups.push(None);
             self.groups.len() - 1
         });
-        let queued = Arc::new(AtomicBool::new(false));
-        let stop = CancellationToken::new();
-        let feed = match &key.scope {
-            Scope::Config(id) => Feed::Topic {
-                id: id.clone(),
-                rx: self.store.subscribe_id(id).0,
-                nodes: key.per_node.then(|| self.store.nodes.subscribe()),
-            },
-            _ => Feed::Changes(self.store.subscribe_changes()),
-        };
-        let follower = Follower { group: at, queued: queued.clone(), dirty: self.dirty.clone() };
-        self.tasks.spawn(follower.run(self.store.clone(), feed, stop.clone()));
+        if !matches!(key.scope, Scope::Config(_)) {
+            self.broad_groups.push(at);
+        }
         self.group_at.insert(key.clone(), at);
-        self.groups[at] = Some(Group { key, members: Vec::new(), queued, _follower: stop.drop_guard() });
+        self.groups[at] = Some(Group { key, members: Vec::new() });
         at
     }
 
-    /// Sends every connection of `group` what its watch has for it now, if it can take it.
-    async fn fan_out(&mut self, group: usize) {
-        // A group gone since it was queued, or another one in its place: nothing, or a look.
-        let Some(Some(g)) = self.groups.get(group) else { return };
-        // A change from here on queues the group again.
-        g.queued.store(false, Ordering::Release);
+    /// Sends what is due to every connection whose scope holds a config that changed since the
+    /// last look: each group at most once, however many of its ids changed.
+    async fn fan_out_changes(&mut self, changes: &ChangedIds) {
+        let mut ids = std::mem::take(&mut self.changed);
+        changes.take(&mut ids);
+        for &at in &self.broad_groups {
+            let group = self.groups[at].as_ref().expect("a live group");
+            if ids.iter().any(|id| group.key.scope.matches(id)) {
+                self.members.extend_from_slice(&group.members);
+            }
+        }
+        for id in ids.drain() {
+            // The id moves into the keys it is looked up by: a look-up clones nothing.
+            let mut key = GroupKey { scope: Scope::Config(id), per_node: false };
+            for per_node in [false, true] {
+                key.per_node = per_node;
+                if let Some(&at) = self.group_at.get(&key) {
+                    self.members.extend_from_slice(&self.groups[at].as_ref().expect("a live group").members);
+                }
+            }
+        }
+        self.changed = ids;
+        self.fan_out().await;
+    }
+
+    /// Sends what is due to every connection patched for its node, after a node's address
+    /// changed (the watch sends only what the change altered).
+    async fn fan_out_per_node(&mut self) {
+        for group in self.groups.iter().flatten().filter(|g| g.key.per_node) {
+            self.members.extend_from_slice(&group.members);
+        }
+        self.fan_out().await;
+    }
+
+    /// Sends every connection queued in `members` what its watch has for it now, if it can
+    /// take it, letting the worker run other tasks every [`WRITES_PER_TURN`] connections.
+    async fn fan_out(&mut self) {
         let mut members = std::mem::take(&mut self.members);
-        members.extend_from_slice(&g.members);
         for (i, slot) in members.iter().enumerate() {
             if i > 0 && i % WRITES_PER_TURN == 0 {
                 tokio::task::yield_now().await;
@@ -651,6 +675,7 @@ impl State {
             None if group.members.is_empty() => {
                 let group = self.groups[conn.group].take().expect("the group");
                 self.group_at.remove(&group.key);
+                self.broad_groups.retain(|&at| at != conn.group);
                 self.free_groups.push(conn.group);
             }
             None => {}
@@ -704,56 +729,6 @@ impl State {
     }
 }
 
-/// What a group's follower waits on.
-enum Feed {
-    /// One config id's latest-value channel, and the node table's where the group is patched.
-    Topic { id: ConfigId, rx: watch::Receiver<Option<Arc<Snapshot>>>, nodes: Option<watch::Receiver<()>> },
-    /// Any change of the store (namespace and all-config scopes).
-    Changes(watch::Receiver<()>),
-}
-
-/// The task that queues a group for a fan-out whenever its scope changes.
-struct Follower {
-    group: usize,
-    queued: Arc<AtomicBool>,
-    dirty: mpsc::UnboundedSender<usize>,
-}
-
-impl Follower {
-    async fn run(self, store: Arc<ConfigStore>, feed: Feed, stop: CancellationToken) {
-        match feed {
-            Feed::Topic { id, mut rx, mut nodes } => {
-                loop {
-                    let changed = tokio::select! {
-                        _ = stop.cancelled() => false,
-                        r = rx.changed() => r.is_ok(),
-                        r = async { match &mut nodes { Some(n) => n.changed().await, None => std::future::pending().await } } => r.is_ok(),
-                    };
-                    if !changed || !self.queue() {
-                        break;
-                    }
-                }
-                // The store forgets the topic after its last receiver: ours goes first.
-                drop((rx, nodes));
-                store.release_id(&id);
-            }
-            Feed::Changes(mut rx) => loop {
-                let changed = tokio::select! {
-                    _ = stop.cancelled() => false,
-                    r = rx.changed() => r.is_ok(),
-                };
-                if !changed || !self.queue() {
-                    break;
-                }
-            },
-        }
-    }
-
-    /// Queues the group unless it is queued already; false once its shard is gone.
-    fn queue(&self) -> bool {
-        self.queued.swap(true, Ordering::AcqRel) || self.dirty.send(self.group).is_ok()
-    }
-}
 #[cfg(test)]
 mod tests {
     use std::mem::size_of;

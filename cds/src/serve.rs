@@ -152,7 +152,7 @@ async fn routes(
 ) -> (axum::Router, tonic::service::Routes) {
     let clients = Arc::new(ClientTable::new(store.metrics.clone()));
     tracker.spawn(clients.clone().sample_stale(store.clone(), STALE_SAMPLE, shutdown.clone()));
-    let fanout = match Fanout::start(store.clone(), settings.session.clone(), shutdown.clone(), tracker) {
+    let fanout = match Fanout::start(store, settings.session.clone(), shutdown.clone(), tracker) {
         Ok(fanout) => Some(Arc::new(fanout)),
         Err(error) => {
             tracing::warn!(%error, "CDS fan-out unavailable: each WebSocket watch runs as a task of its own");

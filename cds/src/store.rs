@@ -5,6 +5,10 @@
 //! latest-value channel (one per config id, one for the store as a whole), so a slow client
 //! skips versions instead of queueing them, and publishing never waits for anyone.
 //!
+//! The fan-out's shards, which serve many watches each, read no channel per scope: each
+//! registers a [`ChangedIds`] sink, told the id of every change, so a storm of changes wakes
+//! a shard once, not once per config it serves.
+//!
 //! The store knows no transport: each transport says how it puts a config on the wire by an
 //! [`Encoding`] of its own, and the snapshot keeps what it made.
 
@@ -13,13 +17,13 @@ use super::nodes::{self, NodeAddresses};
 use super::version::Version;
 use bytes::Bytes;
 use std::any::TypeId;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Instant;
 use stunner_gateway::cds::{ConfigId, LicenseStatus};
 use stunner_gateway::config::StunnerConfig;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// One config's JSON (UTF-8, encoded once), ready to be a message or an HTTP body without
 /// copying.
@@ -164,6 +168,41 @@ impl Scope {
     }
 }
 
+/// Where the store tells one reader (a fan-out shard) which configs changed: the ids changed
+/// since it last looked, each once however often it changed, and one wake for them all.
+#[derive(Default)]
+pub(crate) struct ChangedIds {
+    /// The ids changed since the reader last looked, each once: at most the ids stored and
+    /// those deleted meanwhile, however many changes there were.
+    ids: Mutex<HashSet<ConfigId>>,
+    /// Holds one permit: the changes before a wait make it return at once, all of them once.
+    wake: Notify,
+}
+
+impl ChangedIds {
+    /// Records that `id` changed (its new snapshot is stored already) and wakes the reader.
+    fn add(&self, id: &ConfigId) {
+        let mut ids = self.ids.lock().expect("changed ids lock");
+        if !ids.contains(id) {
+            ids.insert(id.clone());
+        }
+        drop(ids);
+        self.wake.notify_one();
+    }
+
+    /// Waits until an id was added since the last wait returned (at once if one was).
+    pub(crate) async fn changed(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Swaps the ids changed so far for `empty` (the reader's drained buffer, which the next
+    /// changes then fill: no allocation once both have grown).
+    pub(crate) fn take(&self, empty: &mut HashSet<ConfigId>) {
+        debug_assert!(empty.is_empty(), "ids taken before were all read");
+        std::mem::swap(&mut *self.ids.lock().expect("changed ids lock"), empty);
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     configs: BTreeMap<ConfigId, Arc<Snapshot>>,
@@ -176,6 +215,8 @@ pub struct ConfigStore {
     inner: RwLock<Inner>,
     /// Signalled on every change; list clients diff the store when it fires.
     changes: watch::Sender<()>,
+    /// Told the id of every change; a sink whose reader has gone is dropped at the next one.
+    sinks: Mutex<Vec<Weak<ChangedIds>>>,
     license: RwLock<LicenseStatus>,
     pub(super) nodes: Arc<NodeAddresses>,
     pub(super) metrics: CdsMetrics,
@@ -186,6 +227,7 @@ impl ConfigStore {
         ConfigStore {
             inner: RwLock::default(),
             changes: watch::Sender::new(()),
+            sinks: Mutex::default(),
             license: RwLock::default(),
             nodes: Arc::default(),
             metrics,
@@ -213,7 +255,7 @@ impl ConfigStore {
         inner.configs.insert(id.clone(), snapshot.clone());
         Self::notify_topic(&mut inner, &id, snapshot);
         drop(inner);
-        self.changes.send_replace(());
+        self.announce(&id);
         Some(version)
     }
 
@@ -225,8 +267,28 @@ impl ConfigStore {
         }
         Self::notify_topic(&mut inner, id, Snapshot::zero(id));
         drop(inner);
-        self.changes.send_replace(());
+        self.announce(id);
         true
+    }
+
+    /// Tells every list client and sink that `id` changed, once its new snapshot is stored
+    /// and its single-id clients told: whoever wakes for it reads the new version.
+    fn announce(&self, id: &ConfigId) {
+        self.changes.send_replace(());
+        self.sinks.lock().expect("sinks lock").retain(|sink| match sink.upgrade() {
+            Some(sink) => {
+                sink.add(id);
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// A new sink, told of every change from now on for as long as the caller holds it.
+    pub(crate) fn register_sink(&self) -> Arc<ChangedIds> {
+        let sink = Arc::new(ChangedIds::default());
+        self.sinks.lock().expect("sinks lock").push(Arc::downgrade(&sink));
+        sink
     }
 
     /// Hands `snapshot` to the single-id clients of its id, if there are any.

@@ -237,6 +237,32 @@ async fn only_watches_of_patched_configs_follow_the_node_table() {
     assert_eq!(s.nodes().followers(), 0);
 }
 
+/// A fan-out shard's sink: a burst of changes leaves each changed id once and one wake, so the
+/// shard wakes once for the burst and fans out each config once.
+#[tokio::test]
+async fn a_burst_of_changes_wakes_a_sink_once_with_each_id_once() {
+    let s = store();
+    let sink = s.register_sink();
+    s.upsert(config("ns/a", "r1"));
+    s.upsert(config("ns/b", "r1"));
+    s.upsert(config("ns/a", "r2"));
+    s.upsert(config("other/c", "r1"));
+    s.upsert(config("ns/b", "r2"));
+    assert!(s.delete(&id("ns/b")));
+    assert_eq!(s.upsert(config("ns/a", "r2")), None, "no change, nothing to tell");
+    let woken = || tokio::time::timeout(Duration::ZERO, sink.changed());
+    assert!(woken().await.is_ok(), "the burst stored a wake");
+    assert!(woken().await.is_err(), "one wake for the whole burst");
+    let mut ids = std::collections::HashSet::new();
+    sink.take(&mut ids);
+    let mut taken: Vec<_> = ids.iter().map(ToString::to_string).collect();
+    taken.sort();
+    assert_eq!(taken, ["ns/a", "ns/b", "other/c"]);
+    ids.clear();
+    sink.take(&mut ids);
+    assert!(ids.is_empty(), "nothing changed since the last take");
+}
+
 /// Three transports' worth of encodings, told apart by what they make of the JSON.
 struct Upper;
 struct Framed;

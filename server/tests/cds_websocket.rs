@@ -513,6 +513,23 @@ fn with_write_timeout(timeout: Duration) -> ServerSettings {
     }
 }
 
+/// The tasks alive on the test's runtime, the server's among them.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current().metrics().num_alive_tasks()
+}
+
+/// The tasks alive once they are down to `bound` or 2 s have passed: each connection's own
+/// tasks (its HTTP server, its upgrade) end a moment after its hand-over to a shard.
+async fn tasks_settled_within(bound: usize) -> usize {
+    for _ in 0..100 {
+        if alive_tasks() <= bound {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    alive_tasks()
+}
+
 /// Watch connections are served by the fan-out's shard loops, not a task each: a hundred
 /// more watchers leave the runtime's task count where it was.
 #[tokio::test]
@@ -521,26 +538,51 @@ async fn watchers_are_served_without_a_task_each() {
     s.store.upsert(config("ns/gw", "r0"));
     let mut first = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
     recv(&mut first).await;
-    let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
-    let before = tasks();
+    let before = alive_tasks();
     let mut more = Vec::new();
     for _ in 0..100 {
         let mut ws = watch(&s, "/api/v1/configs/ns/gw?watch=true").await;
         recv(&mut ws).await;
         more.push(ws);
     }
-    // Each connection's own tasks (its HTTP server, its upgrade) end with the hand-over.
-    for _ in 0..100 {
-        if tasks() <= before + 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(tasks() <= before + 2, "{} tasks for 101 watchers, {before} for one", tasks());
+    let tasks = tasks_settled_within(before + 2).await;
+    assert!(tasks <= before + 2, "{tasks} tasks for 101 watchers, {before} for one");
     s.store.upsert(config("ns/gw", "r1"));
     for ws in more.iter_mut().chain([&mut first]) {
         assert_eq!(recv(ws).await.auth.realm, "r1");
     }
+}
+
+/// An update storm (every watched config changing at once) is fanned out by the shards
+/// themselves: the server holds no task per watched config (one would wake per change, a wake
+/// per watcher in a storm over configs with one watcher each, issue #48), however many configs
+/// are watched, and every watcher still gets its config's new version.
+#[tokio::test]
+async fn an_update_storm_over_many_configs_wakes_no_task_per_config() {
+    const CONFIGS: usize = 200;
+    let s = start(ServerSettings::default()).await;
+    let id = |i: usize| format!("ns/gw{i}");
+    let mut watchers = Vec::new();
+    let mut before = 0;
+    for i in 0..CONFIGS {
+        s.store.upsert(config(&id(i), "r0"));
+        let mut ws = watch(&s, &format!("/api/v1/configs/{}?watch=true", id(i))).await;
+        assert_eq!(recv(&mut ws).await.auth.realm, "r0");
+        watchers.push(ws);
+        if i == 0 {
+            // The server's own tasks, and whatever one watched config costs.
+            before = alive_tasks();
+        }
+    }
+    let watched = tasks_settled_within(before + 2).await;
+    assert!(watched <= before + 2, "{watched} tasks for {CONFIGS} watched configs, {before} for one");
+    for i in 0..CONFIGS {
+        s.store.upsert(config(&id(i), "r1"));
+    }
+    for ws in watchers.iter_mut() {
+        assert_eq!(recv(ws).await.auth.realm, "r1");
+    }
+    assert!(alive_tasks() <= before + 2, "{} tasks after the storm, {before} before", alive_tasks());
 }
 
 /// A watcher that stops reading is not sent every version it missed: once it reads again it
