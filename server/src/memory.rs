@@ -18,6 +18,8 @@
 //!
 //! jemalloc's own `_RJEM_MALLOC_CONF` environment variable overrides these settings (it is
 //! read after them), e.g. `_RJEM_MALLOC_CONF=dirty_decay_ms:10000` for its default.
+//! Arm64 builds assume pages of up to 64 KiB (`.cargo/config.toml`), so one image runs on
+//! every arm64 kernel.
 
 #[cfg(not(feature = "fuzzing"))]
 #[global_allocator]
