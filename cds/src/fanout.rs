@@ -160,15 +160,12 @@ impl Outbox {
     }
 
     /// Queues `out` behind what waits; the first frame to wait, `written` bytes of it already
-    /// sent, starts the write timeout now.
-    fn push(&mut self, out: Out, written: usize) {
-        match &mut self.0 {
-            Some(waiting) => waiting.frames.push_back(out),
-            None => {
-                let since = Instant::now();
-                self.0 = Some(Box::new(Waiting { frames: VecDeque::from([out]), written, since }));
-            }
-        }
+    /// sent, starts the write timeout now. Returns when the frame in front started to wait.
+    fn push(&mut self, out: Out, written: usize) -> Instant {
+        let waiting =
+            self.0.get_or_insert_with(|| Box::new(Waiting { frames: VecDeque::new(), written, since: Instant::now() }));
+        waiting.frames.push_back(out);
+        waiting.since
     }
 }
 
@@ -521,7 +518,8 @@ impl State {
     fn send(&mut self, slot: usize, out: Out) {
         let Some(conn) = self.conns[slot].as_mut() else { return };
         if !conn.outbox.is_empty() {
-            return conn.outbox.push(out, 0);
+            conn.outbox.push(out, 0);
+            return;
         }
         let Some(written) = write_some(&conn.socket, out.bytes()) else {
             return self.remove(slot, End::ClientClosed);
@@ -530,8 +528,7 @@ impl State {
             self.record(slot, &out);
             return;
         }
-        conn.outbox.push(out, written);
-        let since = conn.outbox.waiting_since().expect("a frame waits");
+        let since = conn.outbox.push(out, written);
         self.lower_wake(since + self.settings.write_timeout);
     }
 
