@@ -35,8 +35,6 @@ pub struct Settings {
     pub endpoints: bool,
     /// Elect a leader; without, this replica always writes.
     pub leader_elect: bool,
-    /// Watch ReferenceGrants (`--enforce-reference-grants`).
-    pub reference_grants: bool,
     /// Where the leader election Lease lives: the operator's namespace.
     pub namespace: String,
     /// This replica's name in the leader election ([`lease::identity`]).
@@ -80,12 +78,8 @@ pub async fn start(
     tracing::info!(routes = ?served, "served Gateway API route versions");
     let (served_tx, served_rx) = watch::channel(served);
     let recheck = served::Recheck::default();
-    let options = source::SourceOptions {
-        endpoints: settings.endpoints,
-        served: served_rx.clone(),
-        recheck: recheck.clone(),
-        reference_grants: settings.reference_grants,
-    };
+    let options =
+        source::SourceOptions { endpoints: settings.endpoints, served: served_rx.clone(), recheck: recheck.clone() };
     let mut tasks = source::spawn(&client, options, tx, shutdown.clone());
     tasks.spawn(served::follow(client.clone(), served_tx, recheck, shutdown.clone()));
     if let Some(index) = settings.dataplane_pods {

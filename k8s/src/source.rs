@@ -33,9 +33,6 @@ pub(crate) struct SourceOptions {
     pub(crate) served: watch::Receiver<Served>,
     /// Where a versioned kind's watch asks discovery to look again.
     pub(crate) recheck: Recheck,
-    /// Watch ReferenceGrants (`--enforce-reference-grants`; otherwise nothing reads them, and
-    /// a cluster without their CRD needs none).
-    pub(crate) reference_grants: bool,
 }
 
 /// Starts the watchers; they run until `shutdown`.
@@ -62,7 +59,6 @@ fn watch_config(kind: Kind, options: &SourceOptions) -> Option<watcher::Config> 
     Some(match kind {
         Kind::Endpoints if !options.endpoints => return None,
         Kind::EndpointSlice if options.endpoints => return None,
-        Kind::ReferenceGrant if !options.reference_grants => return None,
         // The dataplanes of ours only: every other Deployment or DaemonSet is none of the
         // operator's business.
         Kind::Deployment | Kind::DaemonSet => all.labels(&format!("{OWNED_BY_LABEL}={OWNED_BY_VALUE}")),

@@ -205,7 +205,6 @@ impl Source {
                 let settings = cluster::Settings {
                     endpoints: args.disable_endpointslice_controller,
                     leader_elect: args.leader_elect,
-                    reference_grants: args.enforce_reference_grants,
                     namespace,
                     identity: lease::identity(args.pod_name.as_deref(), args.hostname.as_deref()),
                     dataplane_pods: (authz::Mode::from(args.cds_authorization) == authz::Mode::Pod)

@@ -740,17 +740,107 @@ async fn statuses_are_written_before_the_objects_of_their_render() {
     op.assert_no_rbac_denials();
 }
 
+/// The served config's listener of that name, if any.
+fn served_listener<'a>(
+    config: &'a stunner_gateway::config::StunnerConfig,
+    name: &str,
+) -> Option<&'a stunner_gateway::config::ListenerConfig> {
+    config.listeners.iter().find(|l| l.name == name)
+}
+
+/// Whether the Gateway's status shows listener `name` with a `ResolvedRefs` of that status
+/// and reason.
+fn listener_resolved(gateway: &kube::api::DynamicObject, name: &str, status: &str, reason: &str) -> bool {
+    let listeners = gateway.data["status"]["listeners"].as_array();
+    listeners
+        .and_then(|ls| ls.iter().find(|l| l["name"] == name))
+        .is_some_and(|l| has_condition(l, "ResolvedRefs", status, reason))
+}
+
+/// Issue #56 on a real API server: a TURN-TLS listener whose certificate Secret is in another
+/// namespace gets no key in the served config (and `ResolvedRefs=False RefNotPermitted`) until
+/// a ReferenceGrant there allows it, then the key, then none again once the grant is deleted.
+async fn a_foreign_certificate_is_served_only_under_a_reference_grant(cluster: &Cluster, op: &Operator, key: &str) {
+    use base64::Engine;
+    let c = &cluster.admin;
+    let b64_key = base64::engine::general_purpose::STANDARD.encode(key);
+    apply_yaml(c, &namespace_yaml("victim")).await;
+    apply_yaml(
+        c,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: victim-tls, namespace: victim}}\ntype: kubernetes.io/tls\n\
+             stringData: {{tls.crt: victim-cert, tls.key: {key:?}}}\n"
+        ),
+    )
+    .await;
+    let foreign = json!({"name": "foreign-tls", "port": 5349, "protocol": "TURN-TLS",
+        "tls": {"mode": "Terminate", "certificateRefs": [{"name": "victim-tls", "namespace": "victim"}]}});
+    let mut gateway = get(c, GW, "Gateway", Some(NS), "udp-gateway").await.unwrap();
+    gateway.data["spec"]["listeners"].as_array_mut().unwrap().push(foreign);
+    gateway.metadata.managed_fields = None;
+    gateway.metadata.resource_version = None;
+    apply(c, serde_json::to_value(&gateway).unwrap()).await.unwrap();
+    let refused = wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "the foreign certificate refused", |o| {
+        listener_resolved(o, "foreign-tls", "False", "RefNotPermitted")
+    })
+    .await;
+    let programmed = condition(&refused.data["status"], "Programmed").unwrap();
+    assert_eq!((&programmed["status"], &programmed["reason"]), (&json!("False"), &json!("Invalid")), "{programmed}");
+    assert!(programmed["message"].as_str().unwrap().contains("victim/victim-tls"), "{programmed}");
+    let listener = |name: &str| format!("{NS}/udp-gateway/{name}");
+    let config = op.config(NS, "udp-gateway").await.unwrap();
+    assert!(served_listener(&config, &listener("tls-listener")).is_some(), "the same-namespace TLS listener stays");
+    assert!(served_listener(&config, &listener("foreign-tls")).is_none(), "{:?}", config.listeners);
+    assert!(config.listeners.iter().all(|l| l.key != b64_key), "no foreign key served");
+
+    let grant = "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+                 metadata: {name: turn-certificates, namespace: victim}\n\
+                 spec: {from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: stunner}], \
+                 to: [{group: '', kind: Secret, name: victim-tls}]}\n";
+    apply_yaml(c, grant).await;
+    let granted = wait_for("the foreign key served under the grant", || async {
+        op.config(NS, "udp-gateway").await.filter(|s| served_listener(s, &listener("foreign-tls")).is_some())
+    })
+    .await;
+    assert_eq!(served_listener(&granted, &listener("foreign-tls")).unwrap().key, b64_key);
+    wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "the foreign certificate resolved", |o| {
+        listener_resolved(o, "foreign-tls", "True", "ResolvedRefs")
+    })
+    .await;
+
+    delete(c, "gateway.networking.k8s.io/v1beta1", "ReferenceGrant", Some("victim"), "turn-certificates").await;
+    let revoked = wait_for("the foreign key withdrawn with the grant", || async {
+        op.config(NS, "udp-gateway").await.filter(|s| served_listener(s, &listener("foreign-tls")).is_none())
+    })
+    .await;
+    assert!(revoked.listeners.iter().all(|l| l.key != b64_key), "no foreign key served");
+    wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "the foreign certificate refused again", |o| {
+        listener_resolved(o, "foreign-tls", "False", "RefNotPermitted")
+    })
+    .await;
+}
+
 /// Issue #43 in cluster mode: credentials the API server accepts (an `authRef` Secret with a
 /// space in its password, a TLS Secret whose key is no PEM, one with a credential missing)
 /// reach neither the operator's log, at its most verbose and in JSON, nor any status, nor the
-/// CDS's status and client lists: in plain text or base64.
+/// CDS's status and client lists: in plain text or base64. On the way, issue #56: a TLS key of
+/// another namespace is served only under a ReferenceGrant (and it too never reaches the log).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_value_appears_in_the_log_or_any_status() {
     use base64::Engine;
     let Some(cluster) = Cluster::start("secrets").await else { return };
     quickstart(&cluster).await;
     let c = &cluster.admin;
-    let secrets = ["pass-1", "user name 77", "Hunter2 Secret", "not-a-cert-5521", "tls-key-value!!", "lone-user-4411"];
+    let foreign_key = "victim-key-8802";
+    let secrets = [
+        "pass-1",
+        "user name 77",
+        "Hunter2 Secret",
+        "not-a-cert-5521",
+        "tls-key-value!!",
+        "lone-user-4411",
+        foreign_key,
+    ];
     apply_yaml(
         c,
         r#"
@@ -800,6 +890,7 @@ stringData: {tls.crt: "not-a-cert-5521", tls.key: "tls-key-value!!"}
         o.data["status"]["listeners"].as_array().is_some_and(|l| l.len() == 3)
     })
     .await;
+    a_foreign_certificate_is_served_only_under_a_reference_grant(&cluster, &op, foreign_key).await;
     apply(c, config("auth-incomplete")).await.unwrap();
     wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "the incomplete Secret refused", |o| {
         let programmed = condition(&o.data["status"], "Programmed");

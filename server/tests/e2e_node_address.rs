@@ -75,7 +75,6 @@ async fn a_node_external_ip_is_patched_into_its_dataplanes_config() {
     let settings = cluster::Settings {
         endpoints: false,
         leader_elect: false,
-        reference_grants: false,
         namespace: OPERATOR_NAMESPACE.into(),
         identity: "e2e-node-address".into(),
         dataplane_pods: None,

@@ -1,95 +1,93 @@
-//! ReferenceGrants: whether a route may use a backend in another namespace, and which routes a
-//! grant's change can affect.
+//! ReferenceGrants: whether an object may refer to one in another namespace (a route to its
+//! backend, a Gateway to the Secret of a listener's certificate), and which objects a grant's
+//! change can affect.
 //!
-//! A grant lives in the namespace of the objects it opens up. Its routes are found through the
-//! references of the routes of its `from` namespaces (route → Service/StaticService), so a
-//! grant's change marks only the routes of those namespaces that name a backend of its `to`
-//! list, and their Gateways.
+//! A grant lives in the namespace of the objects it opens up. Its referrers are found through
+//! the references of the objects of its `from` kinds in its `from` namespaces (route →
+//! Service/StaticService, Gateway → Secret), so a grant's change marks only the routes and
+//! Gateways of those namespaces that name an object of its `to` list.
 
-use super::{GATEWAY_API_GROUP, Index, Kind, ObjRef, ROUTE_KINDS};
+use super::{GATEWAY_API_GROUP, Index, Kind, ObjRef, ObjectKey};
 use crate::resources::{GROUP, ReferenceGrantFrom, ReferenceGrantTo};
 
-/// The `(group, kind)` a grant's `from` entry names a route kind by.
-fn route_group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
+/// The kinds a grant's `from` entry can name: those that refer across namespaces.
+const FROM_KINDS: [Kind; 4] = [Kind::UdpRoute, Kind::GatewayUdpRoute, Kind::GatewayTcpRoute, Kind::Gateway];
+/// The kinds a grant's `to` entry can name: those referred to across namespaces.
+const TO_KINDS: [Kind; 3] = [Kind::Service, Kind::StaticService, Kind::Secret];
+
+/// The `(group, kind)` a grant names a kind by: in `from`, a route or a Gateway; in `to`, a
+/// backend or a Secret.
+fn group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
     match kind {
         Kind::UdpRoute => Some((GROUP, "UDPRoute")),
         Kind::GatewayUdpRoute => Some((GATEWAY_API_GROUP, "UDPRoute")),
         Kind::GatewayTcpRoute => Some((GATEWAY_API_GROUP, "TCPRoute")),
-        _ => None,
-    }
-}
-
-/// The `(group, kind)` a grant's `to` entry names a backend kind by.
-fn backend_group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
-    match kind {
+        Kind::Gateway => Some((GATEWAY_API_GROUP, "Gateway")),
         Kind::Service => Some(("", "Service")),
         Kind::StaticService => Some((GROUP, "StaticService")),
+        Kind::Secret => Some(("", "Secret")),
         _ => None,
     }
 }
 
-/// The route kinds a `from` entry names.
-fn from_route_kinds(from: &ReferenceGrantFrom) -> impl Iterator<Item = Kind> + '_ {
-    ROUTE_KINDS.into_iter().filter(|k| route_group_kind(*k) == Some((&from.group, &from.kind)))
+/// Whether a `from` entry names objects of `kind`.
+fn from_names(from: &ReferenceGrantFrom, kind: Kind) -> bool {
+    FROM_KINDS.contains(&kind) && group_kind(kind) == Some((&from.group, &from.kind))
 }
 
-/// The backend kind a `to` entry names, if it is one routes can use.
-fn to_backend_kind(to: &ReferenceGrantTo) -> Option<Kind> {
-    [Kind::Service, Kind::StaticService].into_iter().find(|k| backend_group_kind(*k) == Some((&to.group, &to.kind)))
-}
-
-/// The name a `to` entry is restricted to (unset or empty: every object of its kind).
-fn to_name(to: &ReferenceGrantTo) -> Option<&str> {
-    to.name.as_deref().filter(|n| !n.is_empty())
+/// Whether a `to` entry names `target` (no name, or an empty one: every object of its kind).
+fn to_names(to: &ReferenceGrantTo, target: &ObjRef) -> bool {
+    let name = to.name.as_deref().filter(|n| !n.is_empty());
+    TO_KINDS.contains(&target.kind)
+        && group_kind(target.kind) == Some((&to.group, &to.kind))
+        && name.is_none_or(|n| n == target.key.name)
 }
 
 impl Index {
-    /// Whether `route` may refer to `backend`: always within a namespace, else only when a
-    /// ReferenceGrant in the backend's namespace allows the route's kind from the route's
-    /// namespace to the backend's kind (and name, when the grant gives one).
-    pub(crate) fn reference_permitted(&self, route: &ObjRef, backend: &ObjRef) -> bool {
-        if route.key.namespace == backend.key.namespace {
+    /// Whether `source` (a route or a Gateway) may refer to `target` (a backend or a Secret):
+    /// always within a namespace, else only when a ReferenceGrant in the target's namespace
+    /// allows the source's kind from the source's namespace to the target's kind (and name,
+    /// when the grant gives one).
+    pub(crate) fn reference_permitted(&self, source: &ObjRef, target: &ObjRef) -> bool {
+        if source.key.namespace == target.key.namespace {
             return true;
         }
-        let ns = &backend.key.namespace;
-        self.reference_grants().in_namespace(ns).any(|(_, grant)| {
-            let from = grant
-                .spec
-                .from
-                .iter()
-                .any(|f| f.namespace == route.key.namespace && from_route_kinds(f).any(|kind| kind == route.kind));
-            let to =
-                grant.spec.to.iter().any(|t| {
-                    to_backend_kind(t) == Some(backend.kind) && to_name(t).is_none_or(|n| n == backend.key.name)
-                });
-            from && to
+        self.reference_grants().in_namespace(&target.key.namespace).any(|(_, grant)| {
+            let from =
+                grant.spec.from.iter().any(|f| f.namespace == source.key.namespace && from_names(f, source.kind));
+            from && grant.spec.to.iter().any(|t| to_names(t, target))
         })
     }
 
-    /// The stored routes whose backends the stored grant `grant` can allow: routes of a `from`
-    /// kind in a `from` namespace (other than the grant's) that name a backend of a `to` entry.
-    pub(super) fn granted_routes(&self, grant: &ObjRef) -> Vec<ObjRef> {
+    /// The stored routes and Gateways whose references the stored grant `grant` can allow:
+    /// objects of a `from` kind in a `from` namespace (other than the grant's) that name an
+    /// object of a `to` entry in the grant's namespace.
+    pub(super) fn granted_referrers(&self, grant: &ObjRef) -> Vec<ObjRef> {
         let Some(g) = self.reference_grants().get(&grant.key) else { return Vec::new() };
         let ns = grant.key.namespace.as_str();
-        let allowed = |backend: &ObjRef| {
-            backend.key.namespace == ns
-                && g.spec.to.iter().any(|to| {
-                    to_backend_kind(to) == Some(backend.kind) && to_name(to).is_none_or(|n| n == backend.key.name)
-                })
-        };
-        let mut routes = Vec::new();
+        let allowed = |target: &ObjRef| target.key.namespace == ns && g.spec.to.iter().any(|to| to_names(to, target));
+        let mut referrers = Vec::new();
         for from in g.spec.from.iter().filter(|f| f.namespace != ns) {
-            for kind in from_route_kinds(from) {
-                for (key, _) in self.route_store(kind).into_iter().flat_map(|s| s.in_namespace(&from.namespace)) {
-                    let route = ObjRef::new(kind, key.clone());
-                    if self.references(&route).iter().any(allowed) {
-                        routes.push(route);
+            for kind in FROM_KINDS.into_iter().filter(|k| from_names(from, *k)) {
+                for key in self.keys_in_namespace(kind, &from.namespace) {
+                    let source = ObjRef::new(kind, key);
+                    if self.references(&source).iter().any(allowed) {
+                        referrers.push(source);
                     }
                 }
             }
         }
-        routes.sort();
-        routes.dedup();
-        routes
+        referrers.sort();
+        referrers.dedup();
+        referrers
+    }
+
+    /// The keys of the stored objects of a `from` kind in namespace `ns`.
+    fn keys_in_namespace(&self, kind: Kind, ns: &str) -> Vec<ObjectKey> {
+        match self.route_store(kind) {
+            Some(routes) => routes.in_namespace(ns).map(|(k, _)| k.clone()).collect(),
+            None if kind == Kind::Gateway => self.gateways().in_namespace(ns).map(|(k, _)| k.clone()).collect(),
+            None => Vec::new(),
+        }
     }
 }

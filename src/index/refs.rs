@@ -44,8 +44,8 @@ pub fn node_external_address(node: &Node) -> Option<&str> {
     of_type("ExternalIP").or_else(|| of_type("ExternalDNS")).map(|a| a.address.as_str())
 }
 
-/// Whether a Gateway asks for relay address discovery (`render::relay`), for which every
-/// Node's external address matters.
+/// Whether a Gateway asks for relay address discovery (`render::relay`), for which the
+/// external addresses of the Nodes its dataplane pods can be scheduled on matter.
 pub fn relay_discovery_enabled(gw: &Gateway) -> bool {
     let annotations = gw.metadata.annotations.as_ref();
     annotations.and_then(|a| a.get(ENABLE_RELAY_ADDRESS_DISCOVERY)).is_some_and(|v| v.eq_ignore_ascii_case("true"))
@@ -157,8 +157,12 @@ impl Index {
                 self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty))
             }
             Kind::ReferenceGrant => {
-                let granted = self.granted_routes(r);
-                granted.iter().for_each(|route| self.mark_route(route, dirty));
+                for referrer in self.granted_referrers(r) {
+                    match referrer.kind {
+                        Kind::Gateway => self.mark_gateway(&referrer.key, dirty),
+                        _ => self.mark_route(&referrer, dirty),
+                    }
+                }
             }
             // Nodes: see `Index::node_change`. A kind no other refers to affects nothing.
             _ => {}

@@ -297,6 +297,76 @@ fn a_grant_permits_its_route_kind_namespace_and_target() {
     assert!(!index.reference_permitted(&route("team-a"), &static_service), "another backend kind");
 }
 
+/// Gateways of two namespaces with TLS listeners on a Secret of `certs` (and one on a Secret
+/// of their own namespace).
+const CROSS_NAMESPACE_CERTIFICATES: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-x, namespace: team-a}
+spec:
+  gatewayClassName: class
+  listeners: [{name: tls, protocol: TLS, port: 443, tls: {certificateRefs: [{name: cert-1, namespace: certs}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-y, namespace: team-b}
+spec:
+  gatewayClassName: class
+  listeners: [{name: tls, protocol: TLS, port: 443, tls: {certificateRefs: [{name: cert-1, namespace: certs}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-z, namespace: team-a}
+spec:
+  gatewayClassName: class
+  listeners: [{name: tls, protocol: TLS, port: 443, tls: {certificateRefs: [{name: own}]}}]
+"#;
+
+fn gateway_grant(from_ns: &str, to: &str) -> Resource {
+    one(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: certs}}\n\
+         spec: {{from: [{{group: gateway.networking.k8s.io, kind: Gateway, namespace: {from_ns}}}], to: [{to}]}}\n"
+    ))
+}
+
+#[test]
+fn a_certificate_grant_marks_only_the_gateways_whose_listeners_it_opens_a_secret_to() {
+    let mut index = fixture();
+    decode(CROSS_NAMESPACE_CERTIFICATES).into_iter().for_each(|r| drop(index.apply(r)));
+    let d = index.apply(gateway_grant("team-a", "{group: '', kind: Secret}"));
+    assert_eq!(gws(&d), ["team-a/gw-x"], "not the Gateway on a Secret of its own namespace");
+    // Moved to team-b: the Gateways it stops and starts allowing.
+    assert_eq!(gws(&index.apply(gateway_grant("team-b", "{group: '', kind: Secret}"))), ["team-a/gw-x", "team-b/gw-y"]);
+    // A grant to another Secret, or to Services, opens nothing of theirs: only the Gateway the
+    // previous version allowed.
+    assert_eq!(gws(&index.apply(gateway_grant("team-b", "{group: '', kind: Secret, name: cert-2}"))), ["team-b/gw-y"]);
+    assert!(index.apply(gateway_grant("team-b", "{group: '', kind: Service}")).is_empty());
+    index.apply(gateway_grant("team-b", "{group: '', kind: Secret, name: cert-1}"));
+    assert_eq!(gws(&index.delete(Kind::ReferenceGrant, "certs", "g")), ["team-b/gw-y"]);
+    assert!(index.delete(Kind::ReferenceGrant, "certs", "g").is_empty());
+    // A grant from routes opens no Secret to Gateways.
+    assert!(index.apply(grant("team-a", "{group: '', kind: Secret}")).gateways.is_empty());
+}
+
+#[test]
+fn a_certificate_grant_permits_gateways_of_its_namespace_to_its_secrets() {
+    let mut index = fixture();
+    let gateway = |ns: &str| ObjRef::new(Kind::Gateway, ObjectKey::new(ns, "gw"));
+    let secret = |name: &str| ObjRef::new(Kind::Secret, ObjectKey::new("certs", name));
+    assert!(index.reference_permitted(&gateway("certs"), &secret("cert-1")), "same namespace: no grant needed");
+    assert!(!index.reference_permitted(&gateway("team-a"), &secret("cert-1")));
+    index.apply(grant("team-a", "{group: '', kind: Secret}"));
+    assert!(!index.reference_permitted(&gateway("team-a"), &secret("cert-1")), "a grant from routes");
+    index.apply(gateway_grant("team-a", "{group: '', kind: Secret, name: cert-1}"));
+    assert!(index.reference_permitted(&gateway("team-a"), &secret("cert-1")));
+    assert!(!index.reference_permitted(&gateway("team-a"), &secret("cert-2")), "another name");
+    assert!(!index.reference_permitted(&gateway("team-b"), &secret("cert-1")), "another namespace");
+    let route = ObjRef::new(Kind::UdpRoute, ObjectKey::new("team-a", "gw"));
+    assert!(!index.reference_permitted(&route, &secret("cert-1")), "another kind from");
+    index.apply(gateway_grant("team-a", "{group: '', kind: Secret, name: ''}"));
+    assert!(index.reference_permitted(&gateway("team-a"), &secret("cert-2")), "an empty name: every Secret");
+}
+
 /// The `controller` label each kind's events count under: upstream's controller names, as
 /// the reconcile metrics have always shown them.
 #[test]

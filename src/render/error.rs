@@ -1,6 +1,7 @@
 //! Render errors: a reason that decides the status condition, and the text that statuses show.
 
 use crate::config::ConfigError;
+use crate::index::ObjectKey;
 use std::fmt;
 
 /// Why rendering (part of) a Gateway failed. Critical reasons abort the Gateway or drop a
@@ -25,7 +26,8 @@ pub enum Reason {
     InvalidCertificateRef,
     InvalidBackendGroup,
     InvalidBackendKind,
-    /// A backend in another namespace that no ReferenceGrant opens to the route.
+    /// A backend in another namespace that no ReferenceGrant opens to the route, or a
+    /// listener's certificate Secret in another namespace that none opens to the Gateway.
     RefNotPermitted,
     ServiceNotFound,
     ClusterIpNotFound,
@@ -76,6 +78,17 @@ impl RenderError {
     pub(crate) fn missing_gateway_config(key: &impl fmt::Display) -> Self {
         let message = format!("No GatewayConfig found for name: {key}");
         RenderError { reason: Reason::MissingGatewayConfig, message, field: None }
+    }
+
+    /// A listener's certificate reference to `secret`, a Secret in another namespace that no
+    /// ReferenceGrant there opens to the Gateways of `gateway_namespace`: the message names
+    /// the reference and the grant it lacks.
+    pub(crate) fn certificate_not_permitted(secret: &ObjectKey, gateway_namespace: &str) -> Self {
+        let message = format!(
+            "certificate reference {secret} not permitted: no ReferenceGrant in namespace {} allows Gateways of namespace {gateway_namespace} to refer to it",
+            secret.namespace
+        );
+        RenderError { reason: Reason::RefNotPermitted, message, field: None }
     }
 
     /// The same error, blamed on a field of the GatewayConfig (`spec.authType`): what a

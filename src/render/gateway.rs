@@ -5,12 +5,12 @@ use super::address::{PublicAddress, public_addresses};
 use super::attach::{Route, accepts, gateway_routes, listener_routes};
 use super::class::ReadyClass;
 use super::cluster;
-use super::error::RenderError;
+use super::error::{Reason, RenderError};
 use super::listener;
 use super::relay;
 use super::service::{self, GatewayService};
 use super::settings::RenderSettings;
-use super::status::{self, ListenerOutcome};
+use super::status::{self, ListenerOutcome, Programming};
 use crate::config::{ClusterConfig, ListenerConfig};
 use crate::index::{Index, ObjRefView, ObjectKey};
 use gateway_api::gateways::{Gateway, GatewayStatus};
@@ -51,6 +51,7 @@ pub(crate) fn render<'a>(
     let conflicts = listener::conflicts(&gw.spec.listeners);
     let mut listeners = Vec::new();
     let mut statuses = Vec::new();
+    let mut refused = None;
     for (i, l) in gw.spec.listeners.iter().enumerate() {
         let attached = listener_routes(index, gw, l, &routes);
         if conflicts[i] {
@@ -62,6 +63,9 @@ pub(crate) fn render<'a>(
         let (proto, cert) = match rendered {
             Ok(r) => r,
             Err(e) => {
+                if e.reason == Reason::RefNotPermitted && refused.is_none() {
+                    refused = Some(format!("listener {} left out of the dataplane configuration: {e}", l.name));
+                }
                 statuses.push(status::listener(gw, &l.name, ListenerOutcome::of_error(&e), 0, now));
                 continue;
             }
@@ -82,7 +86,8 @@ pub(crate) fn render<'a>(
             routes: attached,
         });
     }
-    let mut status = status::gateway(gw, Ok(&addresses), statuses, settings, now);
+    let programming = Programming { addresses: &addresses, refused };
+    let mut status = status::gateway(gw, Ok(programming), statuses, settings, now);
     relay::set_condition(index, gw, now, &mut status);
     RenderedGateway { listeners, routes, service, status }
 }

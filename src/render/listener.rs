@@ -2,7 +2,7 @@
 
 use super::error::{Reason, RenderError};
 use crate::config::listener_protocol;
-use crate::index::{Index, ObjectKey};
+use crate::index::{Index, Kind, ObjRef, ObjectKey};
 use base64::Engine;
 use gateway_api::gateways::{Gateway, GatewayListeners, GatewayListenersTlsMode};
 
@@ -48,7 +48,10 @@ pub(crate) fn conflicts(listeners: &[GatewayListeners]) -> Vec<bool> {
 /// The base64 certificate and key of a TURN-TLS/TURN-DTLS listener: `None` when the listener
 /// takes no certificate (other protocols, no `tls`, Passthrough, no certificateRefs), else the
 /// first usable reference. Only Secrets the operator would have loaded count: core group and
-/// the exact upper-case TLS protocol names (spec §2.2, §3.8).
+/// the exact upper-case TLS protocol names (spec §2.2, §3.8). A reference to a Secret in
+/// another namespace that no ReferenceGrant there opens to the Gateway refuses the listener
+/// (`RefNotPermitted`, naming the reference), whatever the other references: the Gateway API
+/// requires it, and the Secret's key never reaches the config.
 pub(crate) fn certificate(
     index: &Index,
     gw: &Gateway,
@@ -63,14 +66,18 @@ pub(crate) fn certificate(
     }
     let loaded = matches!(l.protocol.as_str(), "TLS" | "DTLS" | "TURN-TLS" | "TURN-DTLS");
     let gw_ns = gw.metadata.namespace.as_deref().unwrap_or_default();
-    let usable = refs.iter().find_map(|r| {
-        let group_ok = r.group.as_deref().is_none_or(str::is_empty);
-        let kind_ok = r.kind.as_deref().is_none_or(|k| k == "Secret");
-        if !(loaded && group_ok && kind_ok) {
-            return None;
-        }
-        let key = ObjectKey::new(r.namespace.as_deref().unwrap_or(gw_ns), &r.name);
-        let data = index.secrets().get(&key)?.data.as_ref()?;
+    let gateway = ObjRef::new(Kind::Gateway, ObjectKey::new(gw_ns, gw.metadata.name.as_deref().unwrap_or_default()));
+    let secrets: Vec<ObjRef> = refs
+        .iter()
+        .filter(|r| loaded && r.group.as_deref().is_none_or(str::is_empty))
+        .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Secret"))
+        .map(|r| ObjRef::new(Kind::Secret, ObjectKey::new(r.namespace.as_deref().unwrap_or(gw_ns), &r.name)))
+        .collect();
+    if let Some(refused) = secrets.iter().find(|s| !index.reference_permitted(&gateway, s)) {
+        return Err(RenderError::certificate_not_permitted(&refused.key, gw_ns));
+    }
+    let usable = secrets.iter().find_map(|secret| {
+        let data = index.secrets().get(&secret.key)?.data.as_ref()?;
         let first = |keys: &[&str]| keys.iter().find_map(|k| data.get(*k));
         let cert = first(&["tls.crt", "crt", "cert"])?;
         let key = first(&["tls.key", "key"])?;

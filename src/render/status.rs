@@ -15,13 +15,16 @@ use gateway_api::gateways::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// How a listener fared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ListenerOutcome {
     Accepted,
     /// Lost a protocol/port conflict.
     Conflicted,
     InvalidProtocol,
     InvalidCertificate,
+    /// A certificate Secret in another namespace that no ReferenceGrant opens to the
+    /// Gateway; the error's text, which names the reference.
+    CertificateNotPermitted(String),
     /// The Gateway was invalidated.
     Pending,
 }
@@ -31,6 +34,7 @@ impl ListenerOutcome {
         match e.reason {
             Reason::InvalidProtocol => ListenerOutcome::InvalidProtocol,
             Reason::InvalidCertificateRef => ListenerOutcome::InvalidCertificate,
+            Reason::RefNotPermitted => ListenerOutcome::CertificateNotPermitted(e.to_string()),
             _ => ListenerOutcome::Pending,
         }
     }
@@ -53,13 +57,15 @@ pub(crate) fn listener(
 ) -> GatewayStatusListeners {
     use ListenerOutcome::*;
     let g = gw.metadata.generation;
-    let accepted = match outcome {
-        Accepted | InvalidCertificate => build("Accepted", "True", "Accepted", "listener accepted", g, now),
+    let accepted = match &outcome {
+        Accepted | InvalidCertificate | CertificateNotPermitted(_) => {
+            build("Accepted", "True", "Accepted", "listener accepted", g, now)
+        }
         Conflicted => build("Accepted", "False", "PortUnavailable", "port unavailable", g, now),
         InvalidProtocol => build("Accepted", "False", "UnsupportedProtocol", "unsupported protocol", g, now),
         Pending => build("Accepted", "Unknown", "Pending", "pending", g, now),
     };
-    let conflicted = match outcome {
+    let conflicted = match &outcome {
         Conflicted => build(
             "Conflicted",
             "True",
@@ -70,7 +76,7 @@ pub(crate) fn listener(
         ),
         _ => build("Conflicted", "False", "NoConflicts", "listener protocol-port available", g, now),
     };
-    let resolved = match outcome {
+    let resolved = match &outcome {
         InvalidCertificate => build(
             "ResolvedRefs",
             "False",
@@ -79,6 +85,7 @@ pub(crate) fn listener(
             g,
             now,
         ),
+        CertificateNotPermitted(message) => build("ResolvedRefs", "False", "RefNotPermitted", message, g, now),
         _ => build("ResolvedRefs", "True", "ResolvedRefs", "listener object references sucessfully resolved", g, now),
     };
     let mut conditions = vec![accepted, conflicted, resolved];
@@ -92,11 +99,20 @@ pub(crate) fn listener(
     }
 }
 
-/// A Gateway's status: `Ok(addresses)` after a render (one entry per listener, `None` where no
-/// public address was found), `Err` when the Gateway was invalidated.
+/// What a render made of a Gateway that was not invalidated.
+pub(crate) struct Programming<'a> {
+    /// One entry per listener, `None` where no public address was found.
+    pub(crate) addresses: &'a [Option<PublicAddress>],
+    /// Why a listener was left out of the config for a certificate reference no
+    /// ReferenceGrant permits (the first such listener), if one was: the Gateway is then not
+    /// programmed as its spec asks, whatever its addresses.
+    pub(crate) refused: Option<String>,
+}
+
+/// A Gateway's status: `Ok` after a render, `Err` when the Gateway was invalidated.
 pub(crate) fn gateway(
     gw: &Gateway,
-    outcome: Result<&[Option<PublicAddress>], &RenderError>,
+    outcome: Result<Programming<'_>, &RenderError>,
     listeners: Vec<GatewayStatusListeners>,
     settings: &RenderSettings,
     now: &Time,
@@ -106,12 +122,14 @@ pub(crate) fn gateway(
     let mut conditions: Vec<Condition> = gw.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
     let mut addresses = Vec::new();
     match outcome {
-        Ok(addrs) => {
+        Ok(Programming { addresses: addrs, refused }) => {
             set(
                 &mut conditions,
                 build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now),
             );
-            let programmed = if addrs.iter().all(Option::is_some) {
+            let programmed = if let Some(refused) = refused {
+                build("Programmed", "False", "Invalid", refused, g, now)
+            } else if addrs.iter().all(Option::is_some) {
                 build("Programmed", "True", "Programmed", "dataplane configuration successfully rendered", g, now)
             } else {
                 build(

@@ -120,7 +120,8 @@ pub struct Args {
 
     /// Resolve a route backend in another namespace only if a ReferenceGrant there allows it
     /// (Gateway API semantics; the refused route gets ResolvedRefs=False, RefNotPermitted). Off
-    /// by default: any namespace is allowed, as upstream.
+    /// by default: any namespace is allowed, as upstream. A listener's certificate Secret in
+    /// another namespace always needs a ReferenceGrant, with or without this flag.
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
     pub enforce_reference_grants: bool,
 
