@@ -20,6 +20,7 @@ mod kinds;
 mod lookup;
 mod referrers;
 mod refs;
+mod scheduling;
 mod store;
 
 pub use change::{Change, Held, Input};
@@ -36,7 +37,10 @@ pub use lookup::ObjRefView;
 pub use refs::{
     GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway, relay_discovery_enabled,
 };
+pub use scheduling::{Unschedulable, schedulable};
 pub use store::Store;
+
+use k8s_openapi::api::core::v1::Node;
 
 impl Index {
     pub fn new() -> Self {
@@ -57,14 +61,14 @@ impl Index {
     pub fn apply(&mut self, resource: Resource) -> Dirty {
         let r = resource.obj_ref();
         let node_address = self.first_node_address().map(str::to_owned);
-        let relays = self.relay_address_of(&r);
+        let node = self.node_before(&r);
         let mut dirty = self.affected(&r);
         self.unlink(&r);
         self.link(&r, refs::forward_refs(&resource));
         self.stores.insert(r.key.clone(), resource);
         dirty.merge(self.affected(&r));
         self.node_change(node_address, &mut dirty);
-        self.relay_address_change(&r, relays, &mut dirty);
+        self.relay_node_change(&r, node, &mut dirty);
         dirty
     }
 
@@ -73,12 +77,12 @@ impl Index {
         let key = if kind.is_cluster_scoped() { ObjectKey::cluster(name) } else { ObjectKey::new(namespace, name) };
         let r = ObjRef::new(kind, key);
         let node_address = self.first_node_address().map(str::to_owned);
-        let relays = self.relay_address_of(&r);
+        let node = self.node_before(&r);
         let mut dirty = self.affected(&r);
         self.unlink(&r);
         self.stores.remove(kind, &r.key);
         self.node_change(node_address, &mut dirty);
-        self.relay_address_change(&r, relays, &mut dirty);
+        self.relay_node_change(&r, node, &mut dirty);
         dirty
     }
 
@@ -160,23 +164,38 @@ impl Index {
         }
     }
 
-    /// For a Node: whether it is there, and whether it has an external address.
-    fn relay_address_of(&self, r: &ObjRef) -> Option<bool> {
-        if r.kind != Kind::Node {
-            return None;
-        }
-        self.nodes().get(&r.key).map(|n| refs::node_external_address(n).is_some())
+    /// For a change of a Node, a copy of it as it is before (`Some(None)`: absent).
+    fn node_before(&self, r: &ObjRef) -> Option<Option<Node>> {
+        (r.kind == Kind::Node).then(|| self.nodes().get(&r.key).cloned())
     }
 
-    /// A Node that came, went, or gained or lost its external address changes the
-    /// `RelayAddressDiscovered` condition of the Gateways with relay address discovery.
-    fn relay_address_change(&self, r: &ObjRef, before: Option<bool>, dirty: &mut Dirty) {
-        if r.kind != Kind::Node || self.relay_address_of(r) == before {
-            return;
-        }
+    /// A Node's change matters to the `RelayAddressDiscovered` condition of a Gateway with
+    /// relay address discovery only through what the condition reads of it: whether the
+    /// Gateway's dataplane pods can be scheduled there and whether it has an external address;
+    /// why they cannot only while they can be scheduled on no Node (the condition then says
+    /// why for each). Only the Gateways for which that changed are re-rendered: not for a label
+    /// or taint that changes none of it, nor for a Node their pods cannot run on while they can
+    /// run on another.
+    fn relay_node_change(&self, r: &ObjRef, before: Option<Option<Node>>, dirty: &mut Dirty) {
+        let Some(before) = before else { return };
+        let after = self.nodes().get(&r.key);
         let gateways = self.gateways();
-        let discovering = gateways.keys().filter(|k| gateways.get(*k).is_some_and(refs::relay_discovery_enabled));
-        dirty.gateways.extend(discovering.cloned());
+        for key in gateways.keys() {
+            let Some(gw) = gateways.get(key).filter(|gw| refs::relay_discovery_enabled(gw)) else { continue };
+            let dataplane = self.gateway_dataplane(gw);
+            let view = |n: &Node| (schedulable(n, dataplane), refs::node_external_address(n).is_some());
+            let (was, is) = (before.as_ref().map(view), after.map(view));
+            if was == is {
+                continue;
+            }
+            let eligible = |v: &Option<(Result<(), Unschedulable>, bool)>| v.as_ref().is_some_and(|(s, _)| s.is_ok());
+            // Between absent and refused: it matters only where no Node takes the pods.
+            let counts =
+                eligible(&was) || eligible(&is) || !self.nodes().values().any(|n| schedulable(n, dataplane).is_ok());
+            if counts {
+                dirty.gateways.insert(key.clone());
+            }
+        }
     }
 
     /// Node events matter only through the first node's address, which every Gateway may use.

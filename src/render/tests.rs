@@ -644,3 +644,69 @@ fn node_address_changes_re_render_the_gateways_that_discover_relay_addresses() {
     assert!(listeners.iter().all(|l| l.addr == crate::config::NODE_ADDRESS_PLACEHOLDER), "{listeners:?}");
     assert!(config(&out, "gw-2").listeners.iter().all(|l| l.addr == "$STUNNER_ADDR"));
 }
+
+/// Relay address discovery counts only the Nodes the dataplane pods can be scheduled on: a
+/// tainted control-plane Node without an external address is no failure; a Dataplane whose
+/// required node affinity leaves no Node says so. Only changes of what the condition reads of a
+/// Node (can the pods run there, has it an external address) re-render the Gateway.
+#[test]
+fn relay_address_discovery_counts_the_nodes_the_dataplane_pods_can_run_on() {
+    let annotated = BASE.replacen(
+        "metadata: {name: gw, namespace: ns}",
+        "metadata: {name: gw, namespace: ns, annotations: {stunner.l7mp.io/enable-relay-address-discovery: \"true\"}}",
+        1,
+    );
+    let mut index = index_of(&annotated);
+    let one =
+        |text: &str| load(Path::new("x.yaml"), text, Admission::Validated).unwrap().into_resources().next().unwrap();
+    let control_plane = |labels: &str| {
+        one(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: cp, labels: {{{labels}}}}}\n\
+             spec: {{taints: [{{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}}]}}\n\
+             status: {{addresses: [{{type: InternalIP, address: 10.0.0.1}}]}}\n"
+        ))
+    };
+    let worker = one("apiVersion: v1\nkind: Node\nmetadata: {name: worker, labels: {role: media}}\n\
+         status: {addresses: [{type: ExternalIP, address: 192.0.2.1}]}\n");
+    let dirty_gateways = |d: Dirty| d.gateways.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let condition = |index: &Index| {
+        let out = render_all(index, &RenderSettings::default(), &now());
+        let status = out.gateways[&ObjectKey::new("ns", "gw")].status.clone().unwrap();
+        let c = status.conditions.unwrap().into_iter().find(|c| c.type_ == "RelayAddressDiscovered").unwrap();
+        (c.status, c.reason, c.message)
+    };
+    index.apply(worker);
+    // The control plane runs no dataplane pod: its lack of an address is no failure, and its
+    // coming re-renders none of the relay Gateways' conditions; neither does a label that
+    // leaves it tainted.
+    assert_eq!(dirty_gateways(index.apply(control_plane("a: b"))), Vec::<String>::new());
+    assert_eq!(condition(&index).0, "True", "{:?}", condition(&index));
+    assert_eq!(dirty_gateways(index.apply(control_plane("a: c"))), Vec::<String>::new());
+    // Tolerated, it counts.
+    let tolerant = one("apiVersion: stunner.l7mp.io/v1\nkind: Dataplane\nmetadata: {name: default}\n\
+         spec: {tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists}]}\n");
+    assert!(index.apply(tolerant).gateways.contains(&ObjectKey::new("ns", "gw")));
+    let (status, reason, message) = condition(&index);
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "NoExternalAddress"));
+    assert!(message.contains("cp") && !message.contains("worker"), "{message}");
+    // Now a label change on it that keeps it eligible and without an address changes nothing.
+    assert_eq!(dirty_gateways(index.apply(control_plane("a: d"))), Vec::<String>::new());
+    // A required node affinity that selects no Node: False, saying why for each.
+    let selective = one("apiVersion: stunner.l7mp.io/v1\nkind: Dataplane\nmetadata: {name: default}\n\
+         spec: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+         {nodeSelectorTerms: [{matchExpressions: [{key: role, operator: In, values: [turn]}]}]}}}}\n");
+    index.apply(selective);
+    let (status, reason, message) = condition(&index);
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "NoSchedulableNode"));
+    assert_eq!(
+        message,
+        "the pods of Dataplane default can be scheduled on no node (cp: taint \
+         node-role.kubernetes.io/control-plane:NoSchedule not tolerated; worker: not selected by the \
+         Dataplane's required node affinity)"
+    );
+    // The worker relabelled into the affinity: the condition changes, so the Gateway is dirty.
+    let relabelled = one("apiVersion: v1\nkind: Node\nmetadata: {name: worker, labels: {role: turn}}\n\
+         status: {addresses: [{type: ExternalIP, address: 192.0.2.1}]}\n");
+    assert_eq!(dirty_gateways(index.apply(relabelled)), ["ns/gw"]);
+    assert_eq!(condition(&index).0, "True");
+}
