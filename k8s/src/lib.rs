@@ -77,6 +77,7 @@ pub async fn start(
     let served = served::discover(&client).await.map_err(StartError::Discovery)?;
     tracing::info!(routes = ?served, "served Gateway API route versions");
     let (served_tx, served_rx) = watch::channel(served);
+    writer.follow_served(served_rx.clone());
     let recheck = served::Recheck::default();
     let options =
         source::SourceOptions { endpoints: settings.endpoints, served: served_rx.clone(), recheck: recheck.clone() };

@@ -1,6 +1,7 @@
 //! What the writer writes, as plain data: one [`Op`] per [`Target`] object, derived from a
 //! [`RenderOutput`]. The [`super::queue`] coalesces them.
 
+use super::served::Served;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
@@ -61,6 +62,15 @@ impl WriteKind {
     /// The kind's API names, from the kind table (ConfigMaps from their type).
     pub(crate) fn api(self) -> ApiResource {
         self.watched().map_or_else(|| ApiResource::erase::<ConfigMap>(&()), Kind::api)
+    }
+
+    /// The kind's API names as writes go through them: a versioned route kind's at the
+    /// version `served` names.
+    pub(crate) fn served_api(self, served: &Served) -> ApiResource {
+        match self.watched().filter(|k| Served::is_versioned(*k)) {
+            Some(kind) => served.api(kind),
+            None => self.api(),
+        }
     }
 
     /// Whether objects of this kind live in a namespace (all written kinds but GatewayClasses).

@@ -11,7 +11,12 @@
 //! struct, `k:{...}` for an element of a list keyed by some of its fields, `v:<value>` for an
 //! element of a set, `i:<n>` for a positional element, `.` for the element itself, and an
 //! empty node for a leaf: a scalar, or a list or map the schema makes atomic. Leaves are not
-//! looked into; their values are compared by the caller's containment check.
+//! looked into; their values are compared by the caller's containment check. A node holding
+//! only `.` owns the element itself (its membership in its map or list), none of its children.
+//!
+//! Each entry's field set is in the terms of its `apiVersion`; only an entry of the version a
+//! write goes with counts for it (another version's fields may have other names and shapes,
+//! and the API server converts them only when it applies).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use serde_json::{Map, Value};
@@ -22,6 +27,8 @@ use std::collections::BTreeMap;
 pub(crate) enum FieldSet {
     /// A scalar, or an atomic list or map: owned as a whole.
     Leaf,
+    /// A map, struct or list element that is owned itself (`{".": {}}`), none of its children.
+    Member,
     /// A map or struct: the fields owned in it.
     Fields(BTreeMap<String, FieldSet>),
     /// A list: the elements owned in it, each named by its key.
@@ -47,11 +54,14 @@ pub(crate) struct Owned {
 }
 
 impl Owned {
-    /// The field sets `manager` applied to `entries` (server-side apply only: fields it set
-    /// with an update are not removed by an apply, so they do not count).
-    pub(crate) fn of(entries: &[ManagedFieldsEntry], manager: &str) -> Owned {
+    /// The field sets `manager` applied to `entries` through `api_version` (server-side apply
+    /// only: fields it set with an update are not removed by an apply, so they do not count;
+    /// nor does an apply through another version, whose field set is in that version's terms).
+    pub(crate) fn of(entries: &[ManagedFieldsEntry], manager: &str, api_version: &str) -> Owned {
         let mut owned = Owned::default();
-        let ours = entries.iter().filter(|e| e.manager.as_deref() == Some(manager));
+        let ours = entries
+            .iter()
+            .filter(|e| e.manager.as_deref() == Some(manager) && e.api_version.as_deref() == Some(api_version));
         for entry in ours.filter(|e| e.operation.as_deref() == Some("Apply")) {
             let Some(fields) = entry.fields_v1.as_ref().and_then(|f| FieldSet::parse(&f.0)) else { continue };
             match entry.subresource.as_deref().unwrap_or("") {
@@ -70,6 +80,7 @@ impl FieldSet {
         let Value::Object(children) = value else { return None };
         let mut fields = BTreeMap::new();
         let mut items = Vec::new();
+        let member = children.contains_key(".");
         for (name, child) in children {
             if name == "." {
                 continue;
@@ -87,6 +98,7 @@ impl FieldSet {
             }
         }
         Some(match (fields.is_empty(), items.is_empty()) {
+            (true, true) if member => FieldSet::Member,
             (true, true) => FieldSet::Leaf,
             (false, true) => FieldSet::Fields(fields),
             (true, false) => FieldSet::Items(items),
@@ -108,7 +120,7 @@ impl FieldSet {
         }
         // At the top an empty set owns nothing; below, an empty node is a leaf.
         let top = match self {
-            FieldSet::Leaf => &FieldSet::Fields(BTreeMap::new()),
+            FieldSet::Leaf | FieldSet::Member => &FieldSet::Fields(BTreeMap::new()),
             set => set,
         };
         top.covers(&Value::Object(fields))
@@ -117,6 +129,10 @@ impl FieldSet {
     fn covers(&self, body: &Value) -> bool {
         match (self, body) {
             (FieldSet::Leaf, _) => true,
+            // The element itself, nothing in it: a body that sets something below it sets a
+            // field this set does not own.
+            (FieldSet::Member, Value::Object(_) | Value::Array(_)) => is_zero_below(body),
+            (FieldSet::Member, _) => true,
             (FieldSet::Fields(owned), Value::Object(set)) => {
                 // A field the body sets to a zero value may be absent from the set: the API
                 // server drops such values where the type omits them when empty.
@@ -150,6 +166,15 @@ impl Item {
             Item::Value(v) => element == v,
             Item::Index(i) => *i == index,
         }
+    }
+}
+
+/// Whether a map or list sets nothing: every field of a map zero (absent from a field set,
+/// as [`FieldSet::covers`] takes them), a list empty.
+fn is_zero_below(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.values().all(is_zero),
+        other => is_zero(other),
     }
 }
 
@@ -189,6 +214,7 @@ pub fn applied_entry(manager: &str, body: &Value) -> ManagedFieldsEntry {
     ManagedFieldsEntry {
         manager: Some(manager.into()),
         operation: Some("Apply".into()),
+        api_version: body.get("apiVersion").and_then(Value::as_str).map(Into::into),
         fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(fields(&top))),
         ..Default::default()
     }
@@ -300,26 +326,65 @@ mod tests {
         assert!(!nothing.is_set_by(&body), "an empty set owns no status");
     }
 
-    #[test]
-    fn only_the_managers_applies_count() {
-        let entry = |manager: &str, operation: &str, subresource: Option<&str>, fields: Value| ManagedFieldsEntry {
+    fn entry(manager: &str, operation: &str, subresource: Option<&str>, fields: Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
             manager: Some(manager.into()),
             operation: Some(operation.into()),
+            api_version: Some("v1".into()),
             subresource: subresource.map(Into::into),
             fields_v1: Some(FieldsV1(fields)),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn only_the_managers_applies_count() {
         let entries = [
             entry("kubectl", "Apply", None, json!({"f:metadata": {"f:labels": {"f:x": {}}}})),
             entry("op", "Update", None, json!({"f:spec": {"f:y": {}}})),
             entry("op", "Apply", None, json!({"f:spec": {"f:z": {}}})),
             entry("op", "Apply", Some("status"), json!({"f:status": {}})),
         ];
-        let owned = Owned::of(&entries, "op");
+        let owned = Owned::of(&entries, "op", "v1");
         assert_eq!(owned.main, Some(fields(json!({"f:spec": {"f:z": {}}}))));
         assert_eq!(owned.status, Some(FieldSet::Fields([("status".to_string(), FieldSet::Leaf)].into())));
-        let nobody = Owned::of(&entries, "nobody");
+        let nobody = Owned::of(&entries, "nobody", "v1");
         assert!(nobody.main.is_none() && nobody.status.is_none());
+    }
+
+    /// An apply through another version records its field set in that version's terms: it is
+    /// not ours for a write through this one (the write goes ahead and replaces it).
+    #[test]
+    fn only_the_managers_applies_through_the_version_written_count() {
+        let mut old = entry("op", "Apply", None, json!({"f:spec": {"f:z": {}}}));
+        old.api_version = Some("stunner.l7mp.io/v1alpha1".into());
+        let mut status = entry("op", "Apply", Some("status"), json!({"f:status": {}}));
+        status.api_version = Some("stunner.l7mp.io/v1".into());
+        let entries = [old, status];
+        let v1 = Owned::of(&entries, "op", "stunner.l7mp.io/v1");
+        assert_eq!((v1.main, v1.status.is_some()), (None, true), "the v1alpha1 apply is not the v1 one's");
+        let v1alpha1 = Owned::of(&entries, "op", "stunner.l7mp.io/v1alpha1");
+        assert_eq!((v1alpha1.main.is_some(), v1alpha1.status), (true, None));
+        let mut unversioned = entry("op", "Apply", None, json!({"f:spec": {}}));
+        unversioned.api_version = None;
+        assert_eq!(Owned::of(&[unversioned], "op", "v1"), Owned::default(), "no version: not known to be ours");
+    }
+
+    /// `{".": {}}` marks a map or list element as owned itself, not what is in it: a body
+    /// that sets fields below it sets fields the manager does not own.
+    #[test]
+    fn a_node_of_only_the_element_itself_owns_none_of_its_children() {
+        let member = fields(json!({"f:metadata": {"f:labels": {".": {}}}}));
+        assert_eq!(member, FieldSet::Fields([("metadata".into(), fields(json!({"f:labels": {".": {}}})))].into()));
+        assert!(!member.is_set_by(&json!({"metadata": {"labels": {"a": "1"}}})), "a label it does not own");
+        assert!(member.is_set_by(&json!({"metadata": {"labels": {}}})));
+        let element = fields(json!({"f:spec": {"f:ports": {"k:{\"port\":1}": {".": {}}}}}));
+        assert!(!element.is_set_by(&json!({"spec": {"ports": [{"port": 1, "name": "x"}]}})), "fields of the element");
+        // A node with `.` and fields owns those fields, as before; a node of nothing is a leaf.
+        let both = fields(json!({"f:labels": {".": {}, "f:a": {}}}));
+        assert!(both.is_set_by(&json!({"labels": {"a": "1"}})));
+        assert!(!both.is_set_by(&json!({"labels": {"a": "1", "b": "2"}})));
+        assert!(fields(json!({"f:labels": {}})).is_set_by(&json!({"labels": {"a": "1", "b": "2"}})));
     }
 
     #[test]

@@ -6,8 +6,10 @@
 use super::live;
 use super::ops::{FIELD_MANAGER, Op, Scope, Target, WriteKind};
 use super::owned_fields::{FieldSet, Owned};
+use super::served::Served;
 use std::collections::{BTreeMap, HashMap};
 use stunner_gateway::index::{ObjectKey, Resource, content_digest};
+use tokio::sync::watch;
 
 /// The writes still to do, and the content last written per object.
 ///
@@ -33,6 +35,8 @@ pub(crate) struct Queue {
     /// Our manager's field sets of objects this process has no write of on record, with the
     /// resourceVersion they were seen at.
     owned: HashMap<Target, (Option<String>, FieldSet)>,
+    /// The versions the route kinds are served in (`None`: the kind table's).
+    served: Option<watch::Receiver<Served>>,
 }
 
 /// A 64-bit digest of a write: a collision (odds 2^-64 per object) would skip one write.
@@ -66,6 +70,19 @@ impl Queue {
         }
         self.staged.insert(target, op);
         true
+    }
+
+    pub(crate) fn follow_served(&mut self, served: watch::Receiver<Served>) {
+        self.served = Some(served);
+    }
+
+    /// The apiVersion writes of `kind` go through.
+    fn api_version(&self, kind: WriteKind) -> String {
+        let api = match &self.served {
+            Some(served) => kind.served_api(&served.borrow()),
+            None => kind.api(),
+        };
+        api.api_version
     }
 
     /// Hands what was staged to the writer; returns whether there was anything.
@@ -102,7 +119,9 @@ impl Queue {
     /// there; a queued write the object already matches (another leader wrote it) is dropped.
     pub(crate) fn observed(&mut self, kind: WriteKind, key: &ObjectKey, live: Option<&Resource>) {
         let version = live.and_then(|r| r.meta().resource_version.clone());
-        let owned = live.and_then(|r| r.meta().managed_fields.as_deref()).map(|e| Owned::of(e, FIELD_MANAGER));
+        let api_version = self.api_version(kind);
+        let entries = live.and_then(|r| r.meta().managed_fields.as_deref());
+        let owned = entries.map(|e| Owned::of(e, FIELD_MANAGER, &api_version));
         let Owned { main, status } = owned.unwrap_or_default();
         for (scope, fields) in [(Scope::Status, status), (Scope::Spec, main)] {
             let target = Target { scope, kind, key: key.clone() };
@@ -230,6 +249,7 @@ mod tests {
         let entry = |manager: &str, keys: &[&str]| ManagedFieldsEntry {
             manager: Some(manager.into()),
             operation: Some("Apply".into()),
+            api_version: Some("v1".into()),
             fields_v1: Some(fields(keys)),
             ..Default::default()
         };
@@ -257,6 +277,22 @@ mod tests {
         q.flush();
         assert!(q.take().is_empty(), "written by the leader: nothing left to write");
         assert!(!q.submit(t, labelled(&["a", "b"]), |_| None));
+    }
+
+    /// Our manager's apply through another version than the writes go through is not taken
+    /// for ours: its field set is in that version's terms.
+    #[test]
+    fn an_apply_through_another_version_is_written_again() {
+        let key = ObjectKey::new("ns", "gw");
+        let t = spec(WriteKind::Service, &key);
+        let mut live = service("5", &["a"], &[]);
+        let mut q = Queue::default();
+        q.observed(WriteKind::Service, &key, Some(&live));
+        assert!(!q.submit(t.clone(), labelled(&["a"]), |_| Some(live.clone())), "through v1: in place");
+        live.meta_mut().managed_fields.as_mut().unwrap()[0].api_version = Some("v2".into());
+        let mut q = Queue::default();
+        q.observed(WriteKind::Service, &key, Some(&live));
+        assert!(q.submit(t, labelled(&["a"]), |_| Some(live.clone())), "through v2: written");
     }
 
     /// A body that drops a field our manager set is written although the live object holds

@@ -96,6 +96,13 @@ impl Writer {
         }
     }
 
+    /// Has the writer follow the versions the route kinds are served in, which its writes go
+    /// through: what it reads of our field manager's applies counts only at those versions.
+    /// Before, and in tests, the kind table's versions count.
+    pub(crate) fn follow_served(&self, served: watch::Receiver<Served>) {
+        self.lock().follow_served(served);
+    }
+
     /// Tells the writer what the watchers saw of objects it may have written (see
     /// [`Queue::observed`]): each object, as it is now (`None`: deleted). The render loop
     /// calls it with every change before applying it to the index, so the next
@@ -258,10 +265,7 @@ impl KubeSink {
 
     /// The API names of the target's kind, at the version served for a versioned route kind.
     fn resource(&self, target: &Target) -> ApiResource {
-        match target.kind.watched().filter(|k| Served::is_versioned(*k)) {
-            Some(kind) => self.served.borrow().api(kind),
-            None => target.kind.api(),
-        }
+        target.kind.served_api(&self.served.borrow())
     }
 
     fn api(&self, target: &Target, resource: &ApiResource) -> Api<DynamicObject> {
