@@ -1,6 +1,6 @@
 //! The HTTP API of cds-protocol.md §2: plain GETs and, with `watch=true`, WebSocket watches.
 
-use super::authz::{Authorizer, Identity, bearer};
+use super::authz::{Authorizer, Identity, Refusal, bearer};
 use super::clients::{ClientInfo, ClientTable};
 use super::connection::{ConnectionPermit, PeerAddr, Rewind};
 use super::fanout::{Fanout, Joining};
@@ -118,15 +118,39 @@ impl Caller {
     }
 }
 
-/// Who the client is, or the 403 it gets (an [`ApiError`] saying why).
+/// Who the client is, or the refusal it gets, with an [`ApiError`] saying why: 401 and
+/// `WWW-Authenticate: Bearer` for an invalid token, 403 for a client that may not read the
+/// scope, 503 and `Retry-After` when its token could not be reviewed in time.
 pub async fn authorize(state: &CdsState, scope: &Scope, caller: Caller) -> Result<Identity, Response> {
     let Caller { peer, token } = caller;
     state.authorizer.authorize(peer, token.as_deref(), scope).await.map_err(|refusal| {
-        state.store.metrics.refused(super::metrics::Api::http);
+        state.store.metrics.refused(super::metrics::Api::http, refusal.reason());
         tracing::info!(peer = ?peer, scope = %super::clients::scope_string(scope), reason = %refusal, "CDS request refused");
-        let body = ApiError { code: 403, message: refusal.to_string() };
-        json_response(StatusCode::FORBIDDEN, Bytes::from(json::to_vec_line(&body)))
+        refusal_response(&refusal)
     })
+}
+
+/// How long a client told 503 waits before it asks again: the token review's own time limit.
+const RETRY_AFTER_SECONDS: u64 = 5;
+
+/// The HTTP answer to a refusal (the console's too).
+fn refusal_response(refusal: &Refusal) -> Response {
+    let status = match refusal {
+        Refusal::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
+        Refusal::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let body = ApiError { code: i32::from(status.as_u16()), message: refusal.to_string() };
+    let mut resp = json_response(status, Bytes::from(json::to_vec_line(&body)));
+    let extra = match refusal {
+        Refusal::Unauthenticated(_) => Some((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))),
+        Refusal::Unavailable(_) => Some((header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))),
+        Refusal::Forbidden(_) => None,
+    };
+    if let Some((name, value)) = extra {
+        resp.headers_mut().insert(name, value);
+    }
+    resp
 }
 
 async fn upgrade(

@@ -12,6 +12,7 @@
 //! outside port-forward): a [`TokenReviewer`] then decides instead of the address, by the
 //! RBAC of the token's user on the Gateways ([`CONFIG_VERB`]).
 
+use super::metrics::RefusalReason;
 use super::store::Scope;
 use futures_util::future::BoxFuture;
 use std::collections::{BTreeSet, HashMap};
@@ -89,11 +90,35 @@ impl fmt::Display for Identity {
     }
 }
 
-/// Why a request was refused: said to the client (403 / PERMISSION_DENIED) and logged. It
-/// names addresses and ids only, never anything of a config.
+/// Why a request was refused: said to the client and logged, its kind telling the client
+/// whether to retry (each transport maps it once: `api::authorize`, the gRPC service's
+/// `authorize`). It names addresses, ids and user names only, never anything of a config.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Refusal(pub String);
+pub enum Refusal {
+    /// The bearer token is not valid (unknown, expired, another audience): 401 with
+    /// `WWW-Authenticate: Bearer` / UNAUTHENTICATED.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The client is known, or unknown by its address, and may not read what it asked for:
+    /// 403 / PERMISSION_DENIED.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Nobody could tell in time (the API server or its review did not answer): 503 with
+    /// `Retry-After` / UNAVAILABLE. Not the client's fault: it retries.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl Refusal {
+    /// The `reason` label of the refusal metric.
+    pub(crate) fn reason(&self) -> RefusalReason {
+        match self {
+            Refusal::Unauthenticated(_) => RefusalReason::unauthenticated,
+            Refusal::Forbidden(_) => RefusalReason::forbidden,
+            Refusal::Unavailable(_) => RefusalReason::unavailable,
+        }
+    }
+}
 
 /// A running dataplane pod, as the index keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,7 +286,7 @@ impl Authorizer {
             return reviewer.review(token, scope).await;
         }
         let Some(peer) = peer else {
-            return Err(Refusal("the client's address is unknown".into()));
+            return Err(Refusal::Forbidden("the client's address is unknown".into()));
         };
         let ip = peer.ip().to_canonical();
         if ip == IpAddr::from([127, 0, 0, 1]) || ip == IpAddr::from(std::net::Ipv6Addr::LOCALHOST) {
@@ -275,8 +300,8 @@ impl Authorizer {
                 .index
                 .wait_for(ip, id, self.wait)
                 .await
-                .ok_or_else(|| Refusal(format!("{ip} is not a running dataplane pod of Gateway {id}"))),
-            _ => Err(Refusal(format!(
+                .ok_or_else(|| Refusal::Forbidden(format!("{ip} is not a running dataplane pod of Gateway {id}"))),
+            _ => Err(Refusal::Forbidden(format!(
                 "listing configs is allowed from loopback (kubectl port-forward) and the operator's pods only, not from {ip}"
             ))),
         }
@@ -334,7 +359,10 @@ mod tests {
         assert_eq!(a.authorize_addr(peer("fd00::1"), &config("team-a", "gw-a")).await, Ok(own.clone()), "dual-stack");
         assert_eq!(a.authorize_addr(peer("::ffff:10.0.0.1"), &config("team-a", "gw-a")).await, Ok(own));
         let refused = a.authorize_addr(peer("10.0.0.1"), &config("team-b", "gw-b")).await.unwrap_err();
-        assert_eq!(refused.0, "10.0.0.1 is not a running dataplane pod of Gateway team-b/gw-b");
+        assert_eq!(
+            refused,
+            Refusal::Forbidden("10.0.0.1 is not a running dataplane pod of Gateway team-b/gw-b".into())
+        );
         assert!(a.authorize_addr(peer("10.0.0.1"), &Scope::All).await.is_err(), "a dataplane may not list");
         assert!(a.authorize_addr(peer("10.0.0.1"), &Scope::Namespace("team-a".into())).await.is_err());
         index.remove("team-a", "gw-a-1");
@@ -351,7 +379,7 @@ mod tests {
         assert_eq!(a.authorize_addr(peer("10.0.9.9"), &Scope::All).await, Ok(Identity::Operator));
         assert_eq!(a.authorize_addr(peer("fd00::9"), &config("x", "y")).await, Ok(Identity::Operator));
         let refused = a.authorize_addr(peer("10.0.0.2"), &Scope::All).await.unwrap_err();
-        assert!(refused.0.contains("not from 10.0.0.2"), "{refused}");
+        assert!(matches!(&refused, Refusal::Forbidden(m) if m.contains("not from 10.0.0.2")), "{refused}");
         assert!(a.authorize(None, None, &Scope::All).await.is_err());
         let open = Authorizer::unchecked();
         assert_eq!(open.authorize_addr(peer("10.0.0.2"), &Scope::All).await, Ok(Identity::Unchecked));

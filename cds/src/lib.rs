@@ -10,7 +10,8 @@
 //!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], [`session`], with frames of
 //!    our own making, [`websocket`]; TCP watches are served by a few shard loops, [`fanout`],
 //!    not a task each) and the gRPC API ([`grpc`]). What they know of the
-//!    connection a request came on is in [`connection`].
+//!    connection a request came on is in [`connection`]; the DNS rebinding guards every
+//!    request passes first are in [`host`].
 //! 3. The listener, [`serve`]: accepts connections ([`listener`], which the daemon's other
 //!    servers share), hands each request to its transport, and owns every task, so shutdown
 //!    waits for all of them.
@@ -26,6 +27,7 @@ pub mod connection;
 pub mod fanout;
 pub mod grpc;
 pub mod handshake;
+pub mod host;
 pub mod latency;
 pub mod listener;
 pub mod metrics;

@@ -67,9 +67,22 @@ pub(crate) enum Api {
     grpc,
 }
 
+/// Why a request was refused ([`crate::authz::Refusal`]'s kind).
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower-case words
+pub(crate) enum RefusalReason {
+    /// An invalid bearer token (401 / UNAUTHENTICATED).
+    unauthenticated,
+    /// A client that may not read what it asked for (403 / PERMISSION_DENIED).
+    forbidden,
+    /// The API server did not review a token in time (503 / UNAVAILABLE): not the client's doing.
+    unavailable,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ApiLabel {
+pub(crate) struct RefusedLabel {
     pub(crate) api: Api,
+    pub(crate) reason: RefusalReason,
 }
 
 #[derive(Clone, Default)]
@@ -89,8 +102,8 @@ pub struct CdsMetrics {
     pub(crate) client_acks: Family<AckLabel, Counter>,
     /// Watch clients on a config version other than the current one (sampled).
     pub(crate) stale_clients: Family<TransportLabel, Gauge>,
-    /// Requests refused by `--cds-authorization` (403 / PERMISSION_DENIED), by API.
-    pub(crate) refused_requests: Family<ApiLabel, Counter>,
+    /// Requests refused by `--cds-authorization`, by API and reason.
+    pub(crate) refused_requests: Family<RefusedLabel, Counter>,
     /// From a version's store to its send to a client that was watching when it was stored.
     pub(crate) push_time: LatencyHistogram,
     /// From a version's store to a gRPC client's acknowledgement that it applied it, for the
@@ -137,11 +150,14 @@ impl CdsMetrics {
             let _ = self.client_acks.get_or_create(&AckLabel { result });
         }
         for api in [Api::http, Api::grpc] {
-            let _ = self.refused_requests.get_or_create(&ApiLabel { api });
+            for reason in [RefusalReason::unauthenticated, RefusalReason::forbidden, RefusalReason::unavailable] {
+                let _ = self.refused_requests.get_or_create(&RefusedLabel { api, reason });
+            }
         }
         r.register(
             "refused_requests",
-            "Requests refused by the CDS authorization (--cds-authorization), by API",
+            "Requests refused by the CDS authorization (--cds-authorization), by API and reason: unauthenticated \
+             (an invalid token), forbidden (not allowed), unavailable (the token could not be reviewed in time)",
             self.refused_requests.clone(),
         );
         r.register(
@@ -156,8 +172,8 @@ impl CdsMetrics {
         );
     }
 
-    /// Counts a request `api` refused.
-    pub(crate) fn refused(&self, api: Api) {
-        self.refused_requests.get_or_create(&ApiLabel { api }).inc();
+    /// Counts a request `api` refused for `reason`.
+    pub(crate) fn refused(&self, api: Api, reason: RefusalReason) {
+        self.refused_requests.get_or_create(&RefusedLabel { api, reason }).inc();
     }
 }

@@ -14,6 +14,7 @@ use super::clients::ClientTable;
 use super::connection::{ConnectionPermit, PeerAddr, Rewind};
 use super::fanout::Fanout;
 use super::grpc::{self, ConnectionWatches};
+use super::host::{LocalNames, check_host};
 use super::opening::Opening;
 use super::store::ConfigStore;
 use crate::listener::{Acceptor, until_shutdown};
@@ -52,6 +53,9 @@ pub struct ServerSettings {
     pub authorizer: Arc<super::authz::Authorizer>,
     /// From when connections are answered; those accepted before wait, unread.
     pub opening: Opening,
+    /// The names besides loopback and `localhost` a request over loopback may name in its
+    /// `Host` ([`super::host`]: the DNS rebinding guard).
+    pub local_names: LocalNames,
 }
 
 impl Default for ServerSettings {
@@ -64,6 +68,7 @@ impl Default for ServerSettings {
             grpc: Default::default(),
             authorizer: Arc::new(super::authz::Authorizer::unchecked()),
             opening: Opening::now(),
+            local_names: LocalNames::default(),
         }
     }
 }
@@ -121,7 +126,7 @@ pub async fn serve(
             peer: PeerAddr(peer),
             watches: ConnectionWatches::new(settings.grpc.max_watches_per_connection),
         };
-        let service = dispatch(connection, router.clone(), grpc.clone());
+        let service = dispatch(connection, router.clone(), grpc.clone(), settings.local_names.clone());
         let (settings, shutdown, streams) = (settings.clone(), shutdown.clone(), TrackedExecutor(tracker.clone()));
         tracker.spawn(async move {
             // Held, not read: the header read timeout starts once the CDS is open.
@@ -190,11 +195,13 @@ struct Connection {
 }
 
 /// The service of one connection: gRPC requests (`content-type: application/grpc*`) to the
-/// gRPC API, all others to the HTTP/WebSocket router, each with the connection's extensions.
+/// gRPC API, all others to the HTTP/WebSocket router, each with the connection's extensions;
+/// a request over loopback that names a foreign host to neither ([`super::host::check_host`]).
 fn dispatch(
     connection: Connection,
     router: axum::Router,
     grpc: tonic::service::Routes,
+    local_names: LocalNames,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
     Response = axum::response::Response,
@@ -210,9 +217,15 @@ fn dispatch(
             .headers()
             .get(axum::http::header::CONTENT_TYPE)
             .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        let peer = connection.peer.0;
+        let misdirected = check_host(Some(peer), req.uri(), req.headers(), &local_names).err();
         let router = router.clone();
         let grpc = grpc.clone();
         async move {
+            if let Some(misdirected) = misdirected {
+                tracing::info!(%peer, reason = %misdirected, "CDS request refused");
+                return Ok(if is_grpc { misdirected.into_grpc_response() } else { misdirected.into_response() });
+            }
             if is_grpc {
                 grpc.oneshot(req).await.map(|resp| resp.map(axum::body::Body::new))
             } else {

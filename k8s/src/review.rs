@@ -5,6 +5,11 @@
 //!
 //! Tokens are never logged, and never cached: each request (a watch is one request) costs two
 //! API calls, at most [`MAX_CONCURRENT_REVIEWS`] at once, each within [`REVIEW_TIMEOUT`].
+//!
+//! What the reviews say becomes a [`Refusal`] of its kind: a token the TokenReview does not
+//! authenticate is `Unauthenticated`, a user the SubjectAccessReview does not allow is
+//! `Forbidden`, and a review that fails or does not finish in time (the API server is down,
+//! or the operator may not create reviews) is `Unavailable`: the client retries.
 
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -43,10 +48,11 @@ impl KubeTokenReviewer {
     }
 
     async fn check(&self, token: &str, scope: &Scope) -> Result<Identity, Refusal> {
-        let _permit = self.permits.acquire().await.map_err(|_| Refusal("token reviews are shut down".into()))?;
+        let _permit =
+            self.permits.acquire().await.map_err(|_| Refusal::Unavailable("token reviews are shut down".into()))?;
         let unavailable = |what: &str, e: kube::Error| {
             tracing::warn!(error = %e, "{what} failed");
-            Refusal(format!("the bearer token could not be checked ({what} failed)"))
+            Refusal::Unavailable(format!("the bearer token could not be checked ({what} failed)"))
         };
         let review =
             TokenReview { spec: TokenReviewSpec { token: token.to_string(), audiences: None }, ..Default::default() };
@@ -57,7 +63,7 @@ impl KubeTokenReviewer {
         let status = reviewed.status.unwrap_or_default();
         let user = match (status.authenticated, status.user) {
             (Some(true), Some(user)) => user,
-            _ => return Err(Refusal("the bearer token is not valid".into())),
+            _ => return Err(Refusal::Unauthenticated("the bearer token is not valid".into())),
         };
         let name = user.username.clone().unwrap_or_default();
         let (namespace, gateway) = match scope {
@@ -95,7 +101,7 @@ impl KubeTokenReviewer {
             (Some(ns), None) => format!("the gateways of namespace {ns}"),
             _ => "gateways cluster-wide".to_string(),
         };
-        Err(Refusal(format!("{name} may not {CONFIG_VERB} {on} ({GATEWAYS}.{GATEWAY_GROUP})")))
+        Err(Refusal::Forbidden(format!("{name} may not {CONFIG_VERB} {on} ({GATEWAYS}.{GATEWAY_GROUP})")))
     }
 }
 
@@ -104,7 +110,7 @@ impl TokenReviewer for KubeTokenReviewer {
         Box::pin(async move {
             tokio::time::timeout(REVIEW_TIMEOUT, self.check(token, scope))
                 .await
-                .unwrap_or_else(|_| Err(Refusal("the bearer token could not be checked in time".into())))
+                .unwrap_or_else(|_| Err(Refusal::Unavailable("the bearer token could not be checked in time".into())))
         })
     }
 }

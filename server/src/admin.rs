@@ -11,6 +11,7 @@ use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use stunner_gateway_cds::host::{LocalNames, check_host};
 use stunner_gateway_cds::listener::{Acceptor, until_shutdown};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
@@ -139,29 +140,38 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// How long shutdown waits for admin requests in flight (a CPU profile runs for its length).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// How a port is served: what it is called in messages, its header read timeout, and the
+/// names a request over loopback may carry in `Host` besides loopback and `localhost`.
+#[derive(Debug, Clone)]
+pub struct Serving {
+    /// What the port serves, in messages.
+    pub name: &'static str,
+    /// A client that does not send its request headers in this time is disconnected.
+    pub header_read_timeout: Duration,
+    /// The DNS rebinding guard's names ([`stunner_gateway_cds::host`]).
+    pub local_names: LocalNames,
+}
+
 /// Serves a small router on HTTP/1.1 until `shutdown`, with the CDS's accept rules
 /// ([`stunner_gateway_cds::listener`]: at most [`MAX_CONNECTIONS`], a 503 past them or out of file
-/// descriptors) and its header read timeout: a client that does not send its request
-/// headers in time is disconnected. `name` says what the port serves, in messages.
-pub async fn serve_router(
-    listener: TcpListener,
-    name: &'static str,
-    router: Router,
-    header_read_timeout: Duration,
-    shutdown: CancellationToken,
-) {
-    serve_router_with_limit(listener, name, router, header_read_timeout, MAX_CONNECTIONS, shutdown).await
+/// descriptors), its header read timeout, and its DNS rebinding guard: a request over
+/// loopback naming a foreign `Host` is answered 421 before the router sees it. Every admin
+/// port takes the guard: pprof, documented to stay on loopback, is what a rebinding page
+/// would reach, and metrics name the Gateways; the probes and Prometheus never come over
+/// loopback, so it costs them nothing.
+pub async fn serve_router(listener: TcpListener, router: Router, serving: Serving, shutdown: CancellationToken) {
+    serve_router_with_limit(listener, router, serving, MAX_CONNECTIONS, shutdown).await
 }
 
 /// [`serve_router`] with at most `max_connections` open at once.
 pub async fn serve_router_with_limit(
     listener: TcpListener,
-    name: &'static str,
     router: Router,
-    header_read_timeout: Duration,
+    serving: Serving,
     max_connections: usize,
     shutdown: CancellationToken,
 ) {
+    let Serving { name, header_read_timeout, local_names } = serving;
     let mut acceptor = match Acceptor::new(listener, name, max_connections, None) {
         Ok(acceptor) => acceptor,
         Err(e) => {
@@ -171,16 +181,26 @@ pub async fn serve_router_with_limit(
     };
     let tracker = TaskTracker::new();
     loop {
-        let (stream, _peer, slot) = tokio::select! {
+        let (stream, peer, slot) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = acceptor.accept() => accepted,
         };
-        let router = router.clone();
+        let (router, local_names) = (router.clone(), local_names.clone());
         let shutdown = shutdown.clone();
         tracker.spawn(async move {
             let _slot = slot;
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                router.clone().oneshot(req.map(axum::body::Body::new))
+                let misdirected = check_host(Some(peer), req.uri(), req.headers(), &local_names).err();
+                let router = router.clone();
+                async move {
+                    match misdirected {
+                        Some(misdirected) => {
+                            tracing::info!(%peer, reason = %misdirected, "{name} request refused");
+                            Ok(misdirected.into_response())
+                        }
+                        None => router.oneshot(req.map(axum::body::Body::new)).await,
+                    }
+                }
             });
             let mut http = hyper::server::conn::http1::Builder::new();
             // Header names as Go's servers write them (`Content-Type`): clients that compare them
@@ -224,7 +244,8 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let shutdown = CancellationToken::new();
         let router = health_router(Readiness::default());
-        tokio::spawn(serve_router(listener, "health probe", router, header_read_timeout, shutdown.clone()));
+        let serving = Serving { name: "health probe", header_read_timeout, local_names: LocalNames::default() };
+        tokio::spawn(serve_router(listener, router, serving, shutdown.clone()));
         (addr, shutdown)
     }
 
@@ -242,7 +263,7 @@ mod tests {
     async fn a_half_sent_request_is_disconnected_after_the_header_timeout() {
         let (addr, _shutdown) = serve_health(Duration::from_millis(200)).await;
         let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n").await.unwrap();
         assert!(!read_until_closed(&mut stream).await.contains("200 OK"));
     }
 
@@ -255,7 +276,7 @@ mod tests {
         }
         let get = async || {
             let mut stream = TcpStream::connect(addr).await.unwrap();
-            stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+            stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
             read_until_closed(&mut stream).await
         };
         let refused = get().await;

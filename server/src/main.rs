@@ -75,13 +75,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let dataplane_pods = Arc::new(DataplaneIndex::default());
     let cds_settings = cds_settings(&args, authorizer(&args, &mode, dataplane_pods.clone())?);
-    // The admin ports take the CDS's header read timeout.
-    let header_timeout = cds_settings.header_read_timeout;
+    // The admin ports take the CDS's header read timeout
+    // and its DNS rebinding guard.
+    let serving = admin::Serving {
+        name: "admin",
+        header_read_timeout: cds_settings.header_read_timeout,
+        local_names: cds_settings.local_names.clone(),
+    };
     // Bind everything first: a busy port is a start-up error, not a late surprise.
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
-    serve_admin(&args, registry.clone(), &readiness, header_timeout, &stop_admin, &mut tasks)?;
-    serve_auth(&args, store.clone(), auth_metrics, header_timeout, &stop_admin, &mut tasks)?;
+    serve_admin(&args, registry.clone(), &readiness, &serving, &stop_admin, &mut tasks)?;
+    serve_auth(&args, store.clone(), auth_metrics, &serving, &stop_admin, &mut tasks)?;
 
     let apply = mode.apply();
     let settings = render_settings(&args, &apply, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
@@ -111,24 +116,25 @@ fn serve_admin(
     args: &Args,
     registry: Arc<Registry>,
     readiness: &Readiness,
-    header_timeout: Duration,
+    serving: &admin::Serving,
     stop: &CancellationToken,
     tasks: &mut JoinSet<()>,
 ) -> anyhow::Result<()> {
+    let named = |name| admin::Serving { name, ..serving.clone() };
     if let Some(addr) = args.metrics_bind_address.0 {
         let l = bind(addr, "--metrics-bind-address")?;
         let router = admin::metrics_router(registry.clone());
-        tasks.spawn(admin::serve_router(l, "metrics", router, header_timeout, stop.clone()));
+        tasks.spawn(admin::serve_router(l, router, named("metrics"), stop.clone()));
     }
     if let Some(addr) = args.pprof_bind_address.0 {
         pprof::check_exposure(addr);
         let l = bind(addr, "--pprof-bind-address")?;
-        tasks.spawn(admin::serve_router(l, "pprof", pprof::router(), header_timeout, stop.clone()));
+        tasks.spawn(admin::serve_router(l, pprof::router(), named("pprof"), stop.clone()));
     }
     if let Some(addr) = args.health_probe_bind_address.0 {
         let l = bind(addr, "--health-probe-bind-address")?;
         let router = admin::health_router(readiness.clone());
-        tasks.spawn(admin::serve_router(l, "health probe", router, header_timeout, stop.clone()));
+        tasks.spawn(admin::serve_router(l, router, named("health probe"), stop.clone()));
     }
     Ok(())
 }
@@ -139,7 +145,7 @@ fn serve_auth(
     args: &Args,
     store: Arc<ConfigStore>,
     metrics: AuthMetrics,
-    header_timeout: Duration,
+    serving: &admin::Serving,
     stop: &CancellationToken,
     tasks: &mut JoinSet<()>,
 ) -> anyhow::Result<()> {
@@ -150,14 +156,8 @@ fn serve_auth(
     }
     let api = AuthApi { store, metrics, public_addr: args.auth_public_addr.clone() };
     let router = auth::router(Arc::new(api));
-    tasks.spawn(admin::serve_router_with_limit(
-        l,
-        "credential API",
-        router,
-        header_timeout,
-        auth::MAX_CONNECTIONS,
-        stop.clone(),
-    ));
+    let serving = admin::Serving { name: "credential API", ..serving.clone() };
+    tasks.spawn(admin::serve_router_with_limit(l, router, serving, auth::MAX_CONNECTIONS, stop.clone()));
     Ok(())
 }
 
@@ -238,6 +238,7 @@ fn cds_settings(args: &Args, authorizer: Authorizer) -> ServerSettings {
         max_connections: args.cds_max_connections,
         session: cds::session::Settings { write_timeout: args.cds_write_timeout, ..Default::default() },
         grpc: cds_grpc_settings(args),
+        local_names: args.local_names(),
         ..Default::default()
     }
 }

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway::config::StunnerConfig;
+use stunner_gateway_cds::host::LocalNames;
 use stunner_gateway_cds::{CdsMetrics, ConfigStore};
 use stunner_gateway_operator::admin;
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
@@ -44,7 +45,9 @@ async fn serve() -> Api {
     let stop = CancellationToken::new();
     let router = auth::router(Arc::new(api));
     let timeout = Duration::from_secs(2);
-    tokio::spawn(admin::serve_router_with_limit(listener, "credential API", router, timeout, 4, stop.clone()));
+    let serving =
+        admin::Serving { name: "credential API", header_read_timeout: timeout, local_names: LocalNames::default() };
+    tokio::spawn(admin::serve_router_with_limit(listener, router, serving, 4, stop.clone()));
     Api { addr, store, metrics, _stop: stop.drop_guard() }
 }
 
@@ -65,7 +68,7 @@ impl Response {
 async fn request(addr: SocketAddr, method: &str, target: &str) -> Response {
     let io = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(format!("{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        s.write_all(format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
             .await
             .unwrap();
         let mut raw = String::new();

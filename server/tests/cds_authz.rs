@@ -82,7 +82,10 @@ async fn grpc_from(source: &'static str, s: &Server) -> ConfigDiscoveryClient<Ch
     let connector = tower::service_fn(move |_: tonic::transport::Uri| async move {
         Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(connect_from(source, addr).await?))
     });
-    let channel = Endpoint::from_static("http://cds.test").connect_with_connector(connector).await.unwrap();
+    // The authority a client names: the server's, as a pod's stunnerd names the CDS it dialled
+    // (these sources are loopback addresses, so the DNS rebinding guard looks at it).
+    let channel =
+        Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_with_connector(connector).await.unwrap();
     ConfigDiscoveryClient::new(channel)
 }
 

@@ -125,7 +125,7 @@ async fn clients_held_for_an_opening_that_never_comes_are_let_go_at_shutdown() {
     let opening = Opening::when(std::future::pending());
     let s = start(ServerSettings { opening, ..Default::default() }).await;
     let mut held = TcpStream::connect(s.addr).await.unwrap();
-    held.write_all(b"GET /api/v1/configs HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    held.write_all(b"GET /api/v1/configs HTTP/1.1\r\nHost: localhost\r\n\r\n").await.unwrap();
     s.shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(10), s.task)
         .await
@@ -273,8 +273,11 @@ async fn plain_gets_and_error_bodies() {
         assert!(headers.contains("content-type: text/plain"));
         assert_eq!(body, "404 page not found\n");
     }
-    let (status, _, body) =
-        raw(s.addr, "POST /api/v1/configs HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+    let (status, _, body) = raw(
+        s.addr,
+        "POST /api/v1/configs HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
     assert_eq!(body, "");
 

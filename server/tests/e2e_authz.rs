@@ -3,7 +3,9 @@
 //! test writes as the kubelet would (`status.podIPs` through the status subresource), and
 //! bearer tokens of ServiceAccounts are checked by real TokenReviews and SubjectAccessReviews,
 //! without and with a RoleBinding. Clients connect from other loopback addresses, which stand
-//! for pod IPs.
+//! for pod IPs. Each refusal says what went wrong: an invalid token 401 / UNAUTHENTICATED, a
+//! client not allowed 403 / PERMISSION_DENIED, and, with the API server stopped, 503 with
+//! `Retry-After` / UNAVAILABLE, counted apart, until it is back.
 
 mod e2e;
 
@@ -20,7 +22,7 @@ use serde_json::json;
 use std::net::SocketAddr;
 use std::time::Duration;
 use stunner_gateway::cds::ApiError;
-use stunner_gateway::proto::ListRequest;
+use stunner_gateway::proto::{ListRequest, WatchRequest, WatchStart, watch_request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
@@ -32,6 +34,12 @@ const STRANGER: &str = "127.0.0.6";
 
 /// GET from `source`, with a bearer token if given: (status code, body).
 async fn get_from(source: &str, cds: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    let (code, _, body) = get_with_head(source, cds, path, token).await;
+    (code, body)
+}
+
+/// [`get_from`] with the response's head (lower case) too.
+async fn get_with_head(source: &str, cds: SocketAddr, path: &str, token: Option<&str>) -> (u16, String, String) {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::new(source.parse().unwrap(), 0)).unwrap();
     let mut stream = socket.connect(cds).await.unwrap();
@@ -42,12 +50,13 @@ async fn get_from(source: &str, cds: SocketAddr, path: &str, token: Option<&str>
     tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut buf)).await.unwrap().unwrap();
     let text = String::from_utf8(buf).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_string())
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), head.to_ascii_lowercase(), body.to_string())
 }
 
-fn refusal(body: &str) -> String {
+/// The message of a refusal's [`ApiError`], whose code must be the status's.
+fn refusal(code: u16, body: &str) -> String {
     let e: ApiError = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
-    assert_eq!(e.code, 403);
+    assert_eq!(e.code, i32::from(code), "{body}");
     e.message
 }
 
@@ -104,11 +113,13 @@ async fn service_account_token(c: &kube::Client, name: &str) -> String {
 
 #[tokio::test]
 async fn pods_and_tokens_are_authorized_by_the_api_server() {
-    let Some(cluster) = Cluster::start("authz").await else { return };
-    let c = &cluster.admin;
+    let Some(mut cluster) = Cluster::start("authz").await else { return };
+    let c = &cluster.admin.clone();
     apply_yaml(c, &namespace_yaml(NS)).await;
     apply_yaml(c, &quickstart_yaml()).await;
-    let op = cluster.operator("authz", &["--cds-authorization=pod", "--cds-token-review"]).await;
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics_flag = format!("--metrics-bind-address={metrics}");
+    let op = cluster.operator("authz", &["--cds-authorization=pod", "--cds-token-review", &metrics_flag]).await;
     let config_path = format!("/api/v1/configs/{NS}/{GATEWAY}");
     // Loopback (kubectl port-forward) is served as before.
     wait_for("the config, from loopback", || async { op.config(NS, GATEWAY).await }).await;
@@ -116,7 +127,7 @@ async fn pods_and_tokens_are_authorized_by_the_api_server() {
     // A stranger is refused, before and after the pod exists.
     let (code, body) = get_from(STRANGER, op.cds, &config_path, None).await;
     assert_eq!(code, 403, "{body}");
-    assert_eq!(refusal(&body), format!("{STRANGER} is not a running dataplane pod of Gateway {NS}/{GATEWAY}"));
+    assert_eq!(refusal(code, &body), format!("{STRANGER} is not a running dataplane pod of Gateway {NS}/{GATEWAY}"));
     create_dataplane_pod(c).await;
     wait_for("the dataplane pod served its config", || async {
         let (code, _) = get_from(POD_IP, op.cds, &config_path, None).await;
@@ -129,13 +140,14 @@ async fn pods_and_tokens_are_authorized_by_the_api_server() {
     assert_eq!(code, 403);
 
     // Tokens: an invalid one; a valid one without, then with, a binding.
-    let (code, body) = get_from(STRANGER, op.cds, "/api/v1/configs/stunner", Some("not-a-token")).await;
-    assert_eq!((code, refusal(&body).as_str()), (403, "the bearer token is not valid"));
+    let (code, head, body) = get_with_head(STRANGER, op.cds, "/api/v1/configs/stunner", Some("not-a-token")).await;
+    assert_eq!((code, refusal(code, &body).as_str()), (401, "the bearer token is not valid"));
+    assert!(head.contains("\r\nwww-authenticate: bearer"), "{head}");
     let token = service_account_token(c, "tool").await;
     let (code, body) = get_from(STRANGER, op.cds, "/api/v1/configs/stunner", Some(&token)).await;
     assert_eq!(code, 403, "{body}");
     assert_eq!(
-        refusal(&body),
+        refusal(code, &body),
         "system:serviceaccount:stunner:tool may not readconfig the gateways of namespace stunner (gateways.gateway.networking.k8s.io)"
     );
     apply_yaml(
@@ -157,16 +169,66 @@ async fn pods_and_tokens_are_authorized_by_the_api_server() {
     let channel =
         tonic::transport::Endpoint::from_shared(format!("http://{}", op.cds)).unwrap().connect().await.unwrap();
     let mut grpc = ConfigDiscoveryClient::new(channel);
-    let mut list = tonic::Request::new(ListRequest {
-        scope: Some(stunner_gateway::proto::Scope {
-            kind: Some(stunner_gateway::proto::scope::Kind::Namespace(NS.into())),
-        }),
-    });
+    let mut list = namespace_list();
     list.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
     assert_eq!(grpc.list(list).await.unwrap().into_inner().configs.len(), 1);
     let mut all = tonic::Request::new(ListRequest { scope: None });
     all.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
     assert_eq!(grpc.list(all).await.unwrap_err().code(), tonic::Code::PermissionDenied);
+    let mut invalid = namespace_list();
+    invalid.metadata_mut().insert("authorization", "Bearer not-a-token".parse().unwrap());
+    assert_eq!(grpc.list(invalid).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+
+    // The API server stops: the token cannot be reviewed. Not "forbidden": "try again".
+    cluster.api.stop();
+    let (code, head, body) = get_with_head(STRANGER, op.cds, "/api/v1/configs/stunner", Some(&token)).await;
+    assert_eq!(code, 503, "{body}");
+    assert!(refusal(code, &body).starts_with("the bearer token could not be checked"), "{body}");
+    assert!(head.contains("\r\nretry-after: 5"), "{head}");
+    // The same on a WebSocket watch and the console (the HTTP API's decision), and on both
+    // gRPC calls.
+    for path in ["/api/v1/configs/stunner?watch=true", "/ui/"] {
+        let (code, head, _) = get_with_head(STRANGER, op.cds, path, Some(&token)).await;
+        assert!(code == 503 && head.contains("\r\nretry-after: 5"), "{path}: {head}");
+    }
+    let mut during = namespace_list();
+    during.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+    assert_eq!(grpc.list(during).await.unwrap_err().code(), tonic::Code::Unavailable);
+    let start = WatchRequest {
+        msg: Some(watch_request::Msg::Start(WatchStart {
+            scope: namespace_list().into_inner().scope,
+            ..Default::default()
+        })),
+    };
+    // Held open, as a dataplane's is: the server answers after the start message.
+    let requests = futures_util::StreamExt::chain(futures_util::stream::iter([start]), futures_util::stream::pending());
+    let mut watch = tonic::Request::new(requests);
+    watch.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+    assert_eq!(grpc.watch(watch).await.unwrap_err().code(), tonic::Code::Unavailable);
+    let refused = async |reason: &str| {
+        metric_sum(metrics, "stunner_gateway_operator_cds_refused_requests_total{", &format!("reason=\"{reason}\""))
+            .await
+    };
+    assert_eq!(refused("unavailable").await, 5.0, "the outage's five requests, counted apart");
+    assert_eq!(refused("unauthenticated").await, 2.0, "the invalid token, over HTTP and gRPC");
+    assert!(refused("forbidden").await >= 5.0);
+
+    // Back: the same token is let in again.
+    cluster.api.restart().await;
+    wait_for("the token is reviewed again once the API server is back", || async {
+        let (code, _) = get_from(STRANGER, op.cds, "/api/v1/configs/stunner", Some(&token)).await;
+        (code == 200).then_some(())
+    })
+    .await;
     assert!(!op.log_contains(&token), "tokens are never logged");
     op.stop().await;
+}
+
+/// A gRPC List of the test's namespace, to be given a token.
+fn namespace_list() -> tonic::Request<ListRequest> {
+    tonic::Request::new(ListRequest {
+        scope: Some(stunner_gateway::proto::Scope {
+            kind: Some(stunner_gateway::proto::scope::Kind::Namespace(NS.into())),
+        }),
+    })
 }

@@ -146,8 +146,27 @@ impl Stunnerd {
 
     /// [`Stunnerd::start_with_env`] with another build of stunnerd (`stunnerd-git`).
     async fn start_program(program: &Path, cds: &str, env: &[(&str, &str)]) -> Stunnerd {
+        Stunnerd::spawn(Command::new(program), cds, env).await
+    }
+
+    /// [`Stunnerd::start`] told the CDS at `name:port` (`port` of `cds`), as a pod is told its
+    /// CDS Service, with `name` resolving to 127.0.0.1 for stunnerd alone: it runs in a mount
+    /// namespace of its own (`unshare -m`, root only) whose /etc/hosts, bind-mounted over the
+    /// machine's, says so. stunnerd then sends `Host: name:port` over loopback.
+    async fn start_naming(cds: &str, name: &str, dir: &Path) -> Stunnerd {
+        let hosts = dir.join("hosts");
+        std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {name}\n")).unwrap();
+        let mut command = Command::new("unshare");
+        command.args(["-m", "sh", "-c", "mount --bind \"$0\" /etc/hosts && exec \"$@\""]);
+        command.arg(&hosts).arg(interop_bin("stunnerd"));
+        let port = cds.rsplit_once(':').unwrap().1;
+        Stunnerd::spawn(command, &format!("{name}:{port}"), &[]).await
+    }
+
+    /// `command` (stunnerd, or what execs it, with its arguments so far) watching `cds`.
+    async fn spawn(mut command: Command, cds: &str, env: &[(&str, &str)]) -> Stunnerd {
         wait_until_health_port_is_free().await;
-        let mut child = Command::new(program)
+        let mut child = command
             .args(["-w", "--id", GATEWAY_ID, "-c", &format!("http://{cds}")])
             .env("STUNNER_ADDR", "127.0.0.1")
             .envs(env.iter().copied())
@@ -695,6 +714,48 @@ async fn restarting_the_daemon_keeps_stunnerd_listeners_up() {
     sd.stop().await;
     daemon.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The DNS rebinding guard lets stunnerd in when it names the CDS Service (as every pod's
+/// stunnerd does) even over loopback, and refuses it when it names another host: stunnerd
+/// resolves both names to 127.0.0.1 in a mount namespace of its own ([`Stunnerd::start_naming`]).
+#[tokio::test]
+async fn stunnerd_naming_the_cds_service_over_loopback_is_served() {
+    if !interop_built() {
+        return;
+    }
+    if !is_root() {
+        external::unavailable("a mount namespace (unshare -m) needs root", "CI");
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let udp = ports::free_ports(1)[0];
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("service-name", &auth, &[("udp-listener", "UDP", udp)], None);
+    let backend = echo_backend().await;
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+
+    // The Service's name in the daemon's (default) namespace, as the renderer advertises it.
+    let mut sd = Stunnerd::start_naming(&daemon.addr, "stunner-config-discovery.stunner-system.svc", &dir).await;
+    sd.wait_ready().await;
+    sd.wait_for_log("connection successfully opened to config discovery server", 1).await;
+    Probe::new("udp", udp).user("user-1", "pass-1").relays("through a stunnerd naming the Service", &sd, backend).await;
+    sd.stop().await;
+
+    // A name the daemon does not answer to: misdirected, never a config.
+    let sd = Stunnerd::start_naming(&daemon.addr, "attacker.example", &dir).await;
+    sd.wait_for_log("failed to init CDS watcher", 2).await;
+    let served = sd.log.lock().unwrap().iter().any(|l| l.contains("stunner/udp-gateway/udp-listener"));
+    assert!(!served, "a misdirected stunnerd got the config:\n{}", tail(&sd.log));
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Whether this process runs as root (`unshare -m` needs it).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
 }
 
 /// `GET http://addr{target}`: the status and the body.

@@ -19,7 +19,7 @@ fn quickstart() -> String {
 /// `GET path` on `addr`: the whole answer.
 fn get(addr: &str, path: &str) -> String {
     let mut http = std::net::TcpStream::connect(addr).unwrap();
-    http.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    http.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
     let mut answer = String::new();
     http.read_to_string(&mut answer).unwrap();
     answer

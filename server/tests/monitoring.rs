@@ -72,7 +72,7 @@ fn alerts() -> Vec<(String, String)> {
         .flat_map(|g| g["rules"].as_array().unwrap())
         .map(|r| (r["alert"].as_str().unwrap().to_string(), r["expr"].as_str().unwrap().trim().to_string()))
         .collect();
-    assert_eq!(alerts.len(), 6);
+    assert_eq!(alerts.len(), 7);
     alerts
 }
 
@@ -233,7 +233,7 @@ async fn prometheus_evaluates_every_dashboard_query_and_alert_against_the_operat
         let groups = p.api("/api/v1/rules").await;
         let rules: Vec<Value> =
             groups["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap().clone()).collect();
-        rules.len() == 6 && rules.iter().all(|r| r["health"] == "ok" && r["lastEvaluation"] != "0001-01-01T00:00:00Z")
+        rules.len() == 7 && rules.iter().all(|r| r["health"] == "ok" && r["lastEvaluation"] != "0001-01-01T00:00:00Z")
     })
     .await;
     assert_eq!(p.api("/api/v1/alerts").await["alerts"], Value::Array(vec![]));

@@ -9,7 +9,7 @@ use super::limits::{ConnectionWatches, WatchLimits};
 use super::settings::Settings;
 use super::stream::{AckReader, Outbound};
 use super::stubs::config_discovery_server;
-use crate::authz::{Authorizer, Identity, bearer};
+use crate::authz::{Authorizer, Identity, Refusal, bearer};
 use crate::clients::{ClientInfo, ClientTable, scope_string};
 use crate::connection::PeerAddr;
 use crate::metrics::{Api, CdsMetrics, Transport};
@@ -52,13 +52,19 @@ impl ConfigDiscovery {
         ConfigDiscovery { store, metrics, clients, authorizer, settings, watches, shutdown, tasks }
     }
 
-    /// Who the caller is, or PERMISSION_DENIED saying why (the decision of the HTTP API too).
+    /// Who the caller is, or the status saying why not (the decision of the HTTP API too):
+    /// UNAUTHENTICATED for an invalid token, PERMISSION_DENIED for a caller that may not read
+    /// the scope, UNAVAILABLE when its token could not be reviewed in time.
     async fn authorize(&self, caller: &Caller, scope: &Scope) -> Result<Identity, Status> {
         let Caller { peer, token } = caller;
         self.authorizer.authorize(*peer, token.as_deref(), scope).await.map_err(|refusal| {
-            self.metrics.refused(Api::grpc);
+            self.metrics.refused(Api::grpc, refusal.reason());
             tracing::info!(peer = ?peer, scope = %scope_string(scope), reason = %refusal, "gRPC CDS request refused");
-            Status::permission_denied(refusal.to_string())
+            match refusal {
+                Refusal::Unauthenticated(message) => Status::unauthenticated(message),
+                Refusal::Forbidden(message) => Status::permission_denied(message),
+                Refusal::Unavailable(message) => Status::unavailable(message),
+            }
         })
     }
 }

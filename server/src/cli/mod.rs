@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use stunner_gateway::render::DataplaneMode;
 use stunner_gateway_cds::authz;
+use stunner_gateway_cds::host::LocalNames;
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "stunner-gateway-operator", version, about = "The STUNner Kubernetes gateway operator")]
@@ -154,6 +155,13 @@ pub struct Args {
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub cds_write_timeout: Duration,
 
+    /// Host names a request arriving over loopback may name in its `Host` besides `localhost`,
+    /// loopback addresses, the advertised CDS host and the CDS Service's names (comma-separated;
+    /// e.g. the Service's name under another cluster domain). Anything else is answered 421:
+    /// the DNS rebinding guard, docs/security.md.
+    #[arg(long, env = "STUNNER_GATEWAY_OPERATOR_LOOPBACK_ALLOWED_HOSTS", value_delimiter = ',', value_name = "HOST")]
+    pub loopback_allowed_hosts: Vec<String>,
+
     /// The log filter (tracing's `EnvFilter` syntax); beats --zap-log-level when set and valid.
     /// Upstream has no flag for it: the environment variable only.
     #[arg(long, env = "RUST_LOG", hide = true)]
@@ -218,6 +226,10 @@ fn dataplane_mode_parser() -> impl TypedValueParser<Value = DataplaneMode> {
 /// The port of the CDS Service in the Helm chart and the plain manifests (upstream's CDS port).
 pub const CDS_SERVICE_PORT: u16 = 13478;
 
+/// The cluster domain the CDS Service's full name is taken under; another is added with
+/// `--loopback-allowed-hosts`.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
 impl Args {
     /// Parses the process arguments, accepting Go's single-dash long flags.
     pub fn from_env() -> Self {
@@ -242,6 +254,20 @@ impl Args {
             (None, None, None) => self.config_discovery_address.ip().to_string(),
         };
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+    }
+
+    /// The names besides `localhost` and loopback addresses that a request over loopback may
+    /// carry in `Host` on every port (the DNS rebinding guard, docs/security.md): the CDS
+    /// Service's names in the operator's namespace (short forms and under `cluster.local`), the
+    /// advertised CDS host, and `--loopback-allowed-hosts`.
+    pub fn local_names(&self) -> LocalNames {
+        let service = (!self.config_discovery_service.is_empty())
+            .then(|| LocalNames::service(&self.config_discovery_service, &self.pod_namespace, CLUSTER_DOMAIN));
+        let advertised = self.advertised_host.iter().chain(&self.operator_address);
+        let advertised = advertised.map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string());
+        LocalNames::new(
+            service.into_iter().flatten().chain(advertised).chain(self.loopback_allowed_hosts.iter().cloned()),
+        )
     }
 
     /// How to log, from the `--zap-*` flags and `RUST_LOG`; `--zap-devel` only moves the

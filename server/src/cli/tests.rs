@@ -244,3 +244,25 @@ fn unknown_zap_values_are_refused_naming_the_flag() {
         assert!(err.contains(bad[0]) && err.contains(bad[1]), "{err}");
     }
 }
+
+#[test]
+fn local_names_are_the_service_the_advertised_host_and_the_flag() {
+    let a = parse(&["--pod-namespace", "ops"]).unwrap();
+    let service = ["stunner-config-discovery", "stunner-config-discovery.ops", "stunner-config-discovery.ops.svc"];
+    let mut want: Vec<String> = service.iter().map(|s| s.to_string()).collect();
+    want.push("stunner-config-discovery.ops.svc.cluster.local".into());
+    want.sort();
+    assert_eq!(a.local_names().names(), want);
+    let a = parse(&[
+        "--pod-namespace",
+        "ops",
+        "--config-discovery-service",
+        "",
+        "--config-discovery-advertised-host",
+        "CDS.Example.",
+        "--loopback-allowed-hosts",
+        "my-cds.ops.svc.corp.internal,proxy.local",
+    ])
+    .unwrap();
+    assert_eq!(a.local_names().names(), ["cds.example", "my-cds.ops.svc.corp.internal", "proxy.local"]);
+}

@@ -18,6 +18,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use stunner_gateway_cds::api::Caller;
+use stunner_gateway_cds::host::check_same_origin;
 use stunner_gateway_cds::store::Scope;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -37,6 +38,10 @@ impl Default for Streams {
 }
 
 pub(super) async fn serve(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    // A page of another site must not learn when the operator's state changes.
+    if let Err(cross_site) = check_same_origin(req.uri(), req.headers()) {
+        return cross_site.into_response();
+    }
     if let Err(refused) = shared.authorize(Caller::of(&req)).await {
         return refused;
     }

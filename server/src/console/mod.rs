@@ -6,7 +6,9 @@
 //!
 //! Pages hand out what the config lists do (credentials, masked unless `?reveal=1`, by
 //! [`mask`]), so they take the same authorization: loopback, the operator's pods, or a
-//! reviewed token.
+//! reviewed token. Like every request on the CDS port they pass its DNS rebinding guard first
+//! (`stunner_gateway_cds::host`); `?reveal=1` and the event stream also refuse a cross-site
+//! request (docs/security.md).
 
 pub mod charts;
 pub mod events;
@@ -25,6 +27,7 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway_cds::api::{self, Caller, CdsState};
+use stunner_gateway_cds::host::check_same_origin;
 use stunner_gateway_cds::serve::ExtraRoutes;
 use stunner_gateway_cds::store::Scope;
 
@@ -99,11 +102,15 @@ async fn gateway(
     Path((namespace, name)): Path<(String, String)>,
     req: Request,
 ) -> Response {
+    let reveal = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .any(|(k, v)| k == "reveal" && matches!(&*v, "1" | "true"));
+    // Credentials in the clear only to the console's own pages or a typed URL.
+    if reveal && let Err(cross_site) = check_same_origin(req.uri(), req.headers()) {
+        return cross_site.into_response();
+    }
     if let Err(refused) = shared.authorize(Caller::of(&req)).await {
         return refused;
     }
-    let reveal = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .any(|(k, v)| k == "reveal" && matches!(&*v, "1" | "true"));
     let id = ConfigId::new(namespace, name);
     match pages::gateway(&shared.state(), &id, reveal) {
         Some(page) => html(StatusCode::OK, page),
