@@ -7,11 +7,14 @@
 //! equals the manifests'), RBAC covering every kind `k8s/src/source.rs` watches and
 //! `k8s/src/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
 //! operator-behavior.md §10.2 with the `stunner` chart's defaults (compared with a copy of
-//! upstream's values, tests/fixtures), the Gateway API CRDs of its switches, and every
-//! namespaced object in `stunner-system`.
+//! upstream's values, tests/fixtures), the Gateway API CRDs of its switches, the release
+//! packaging (`scripts/release-artifacts`, against a real OCI registry), and every namespaced
+//! object in `stunner-system`.
 
 #[path = "support/external.rs"]
 mod external;
+#[path = "support/registry.rs"]
+mod registry;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -1080,4 +1083,61 @@ stunnerAuthService:
         assert!(err.contains(key), "{set}: {err}");
     }
     let _ = std::fs::remove_file(custom);
+}
+
+/// The release packaging a GitOps user pins (issue #57): `scripts/release-artifacts chart`
+/// packages the chart and `helm push`es it to a real OCI registry on loopback (tests/registry);
+/// real helm pulls the same bytes back by version and renders from `oci://` what the checkout
+/// renders; `sums` writes SHA256SUMS that `sha256sum -c` accepts. (The real-node suite,
+/// e2e_install.rs, installs from the registry.)
+#[test]
+fn release_artifacts_push_the_chart_to_an_oci_registry() {
+    let how = "build it with tests/deploytool/build.sh and tests/registry/build.sh (scripts/test does)";
+    let (Some(helm), Some(registry_bin)) = (
+        external::built(repo().join("tests/deploytool/bin/helm"), how),
+        external::built(repo().join("tests/registry/bin/registry"), how),
+    ) else {
+        return;
+    };
+    if !deploytool_built() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("stunner-release-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (home, out, pulled) = (dir.join("helm"), dir.join("out"), dir.join("pulled"));
+    std::fs::create_dir_all(&pulled).unwrap();
+    let registry = registry::Registry::start(&registry_bin);
+    let version = registry::chart_version(&repo());
+
+    let tgz = registry::push_chart(&repo(), &helm, &home, &out, &registry);
+    assert_eq!(tgz, out.join(format!("stunner-gateway-operator-{version}.tgz")));
+    registry::run(
+        registry::helm_command(&helm, &home).args(["pull", &registry.chart_ref(), "--version", &version]).args([
+            "--plain-http",
+            "--destination",
+            pulled.to_str().unwrap(),
+        ]),
+    );
+    let back = std::fs::read(pulled.join(tgz.file_name().unwrap())).unwrap();
+    assert!(back == std::fs::read(&tgz).unwrap(), "the registry serves the packaged chart, byte for byte");
+    let rendered = registry::run(
+        registry::helm_command(&helm, &home)
+            .args(["template", OPERATOR, &registry.chart_ref(), "--version", &version, "--plain-http"])
+            .args(["--namespace", NAMESPACE, "--include-crds", "--kube-version", "1.34.0"]),
+    );
+    let objs = documents(&rendered);
+    assert_eq!(non_crd_objects(&objs), expected_objects());
+    assert_eq!(crds_of(&objs), deploy_crds());
+    assert_eq!(gateway_api_of(&objs), gateway_api_bundle("standard"));
+
+    let sums =
+        Command::new(repo().join("scripts/release-artifacts")).args(["sums", out.to_str().unwrap()]).output().unwrap();
+    assert!(sums.status.success(), "{}", String::from_utf8_lossy(&sums.stderr));
+    let listed = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.ends_with(&format!("  stunner-gateway-operator-{version}.tgz\n")), "{listed}");
+    let check = Command::new("sha256sum").arg("-c").arg("SHA256SUMS").current_dir(&out).output().unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    drop(registry);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
