@@ -6,10 +6,15 @@
 //! the optional objects (PDB, ServiceMonitor, PrometheusRule, Grafana dashboard, pprof), one RBAC truth (the chart's ClusterRole
 //! equals the manifests'), RBAC covering every kind `k8s/src/source.rs` watches and
 //! `k8s/src/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
-//! operator-behavior.md §10.2, and every namespaced object in `stunner-system`.
+//! operator-behavior.md §10.2 with the `stunner` chart's defaults (compared with a copy of
+//! upstream's values, tests/fixtures), the Gateway API CRDs of its switches, the release
+//! packaging (`scripts/release-artifacts`, against a real OCI registry), and every namespaced
+//! object in `stunner-system`.
 
 #[path = "support/external.rs"]
 mod external;
+#[path = "support/registry.rs"]
+mod registry;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -107,7 +112,16 @@ fn has(objs: &[Value], kind: &str) -> bool {
 
 /// Kinds without a namespace.
 fn cluster_scoped(kind: &str) -> bool {
-    matches!(kind, "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "CustomResourceDefinition" | "Dataplane")
+    matches!(
+        kind,
+        "Namespace"
+            | "ClusterRole"
+            | "ClusterRoleBinding"
+            | "CustomResourceDefinition"
+            | "Dataplane"
+            | "ValidatingAdmissionPolicy"
+            | "ValidatingAdmissionPolicyBinding"
+    )
 }
 
 fn assert_namespaces(objs: &[Value], namespace: &str) {
@@ -139,8 +153,28 @@ fn deploy_crds() -> BTreeMap<String, Value> {
     crds
 }
 
+/// Whether `o` belongs to a Gateway API bundle (its objects name the bundle's version).
+fn is_gateway_api(o: &Value) -> bool {
+    o["metadata"]["annotations"]["gateway.networking.k8s.io/bundle-version"].is_string()
+}
+
+/// The STUNner CRDs among `objs`, by name.
 fn crds_of(objs: &[Value]) -> BTreeMap<String, Value> {
-    objs.iter().filter(|o| o["kind"] == "CustomResourceDefinition").map(|o| (kind_name(o).1, o.clone())).collect()
+    objs.iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition" && !is_gateway_api(o))
+        .map(|o| (kind_name(o).1, o.clone()))
+        .collect()
+}
+
+/// The Gateway API bundle's objects among `objs`, in order.
+fn gateway_api_of(objs: &[Value]) -> Vec<Value> {
+    objs.iter().filter(|o| is_gateway_api(o)).cloned().collect()
+}
+
+/// The chart's copy of a channel's bundle (scripts/gateway-api-crds writes it).
+fn gateway_api_bundle(channel: &str) -> Vec<Value> {
+    let path = Path::new(&chart()).join(format!("charts/gateway-api-{channel}-crds/gateway-api.yaml"));
+    documents(&std::fs::read_to_string(path).unwrap())
 }
 
 /// The objects both renderings must hold, besides the CRDs.
@@ -164,8 +198,9 @@ fn expected_objects() -> BTreeSet<(String, String)> {
     .collect()
 }
 
+/// The objects besides the CRDs and the Gateway API bundle.
 fn non_crd_objects(objs: &[Value]) -> BTreeSet<(String, String)> {
-    objs.iter().filter(|o| o["kind"] != "CustomResourceDefinition").map(kind_name).collect()
+    objs.iter().filter(|o| o["kind"] != "CustomResourceDefinition" && !is_gateway_api(o)).map(kind_name).collect()
 }
 
 /// The operator container of the rendered Deployment.
@@ -286,22 +321,37 @@ fn check_network_policy(objs: &[Value]) {
     assert_eq!(rules[2], json!({"ports": [{"port": 8088, "protocol": "TCP"}], "from": [{"namespaceSelector": {}}]}));
 }
 
+/// The default Dataplane of the chart and the manifests: operator-behavior.md §10.2 with the
+/// stunner chart's defaults (issue #57; `helm_defaults_are_the_stunner_charts` compares them
+/// with upstream's).
 fn default_dataplane() -> Value {
-    // operator-behavior.md §10.2
     json!({
         "apiVersion": "stunner.l7mp.io/v1",
         "kind": "Dataplane",
         "metadata": {"name": "default"},
         "spec": {
             "replicas": 1,
+            "image": format!("docker.io/l7mp/stunnerd:{}", interop_stunner_version()),
+            "imagePullPolicy": "IfNotPresent",
             "resources": {
-                "limits": {"cpu": "250m", "memory": "120Mi"},
-                "requests": {"cpu": "250m", "memory": "120Mi"},
+                "limits": {"cpu": 2, "memory": "512Mi"},
+                "requests": {"cpu": "500m", "memory": "128Mi"},
             },
-            "terminationGracePeriodSeconds": 60,
+            "terminationGracePeriodSeconds": 3600,
             "enableMetricsEndpoint": true,
         },
     })
+}
+
+/// The stunner release the interop tests run (`github.com/l7mp/stunner` in tests/interop/go.mod),
+/// as stunnerd's image tags name it (no `v`).
+fn interop_stunner_version() -> String {
+    let go_mod = std::fs::read_to_string(repo().join("tests/interop/go.mod")).unwrap();
+    let version = go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("github.com/l7mp/stunner "))
+        .unwrap_or_else(|| panic!("no github.com/l7mp/stunner in tests/interop/go.mod"));
+    version.trim().trim_start_matches('v').to_string()
 }
 
 #[test]
@@ -341,6 +391,80 @@ fn helm_template_defaults() {
     let mut dataplane = find(&objs, "Dataplane", "default").clone();
     dataplane["metadata"].as_object_mut().unwrap().remove("labels");
     assert_eq!(dataplane, default_dataplane());
+}
+
+/// A default install of this chart gives the default Dataplane the stunner chart's spec (issue
+/// #57: upstream's grace period lets a pod drain its TURN allocations for an hour on
+/// scale-down): the fields compared with the copy of upstream's values in tests/fixtures. The
+/// stunnerd tag is the release tests/interop runs, and the renderer's image for a Dataplane
+/// without one is the same.
+#[test]
+fn helm_defaults_are_the_stunner_charts() {
+    if !deploytool_built() {
+        return;
+    }
+    let upstream = stunner_chart_defaults();
+    let theirs = &upstream["stunnerGatewayOperator"]["dataplane"]["spec"];
+    let objs = helm(&[]);
+    let ours = &find(&objs, "Dataplane", "default")["spec"];
+    for key in ["replicas", "resources", "terminationGracePeriodSeconds"] {
+        assert_eq!(ours[key], theirs[key], "defaultDataplane.spec.{key}");
+    }
+    assert_eq!(ours["imagePullPolicy"], theirs["image"]["pullPolicy"]);
+    let image = ours["image"].as_str().unwrap();
+    assert_eq!(image, format!("{}:{}", theirs["image"]["name"].as_str().unwrap(), interop_stunner_version()));
+    let fallback = format!("pub(crate) const DEFAULT_IMAGE: &str = \"{image}\";");
+    assert!(source("src/render/deployment.rs").contains(&fallback), "the renderer's fallback image is {image}");
+    // The CRD switches, with upstream's defaults.
+    let values: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(Path::new(&chart()).join("values.yaml")).unwrap()).unwrap();
+    for key in ["standardCrds", "experimentalCrds"] {
+        assert_eq!(values[key]["enabled"], upstream[key]["enabled"], "{key}.enabled");
+    }
+}
+
+/// The stunner chart's CRD switches (issue #57): the standard channel by default, the
+/// experimental one instead, or none; both at once is refused. What renders is the chart's copy
+/// of the Gateway API release the tests run, each object kept on uninstall, and that copy is
+/// what scripts/gateway-api-crds makes of the module today. (`helm template` sees no cluster:
+/// the real-node suite, e2e_install.rs, checks that a bundle already there is left alone.)
+#[test]
+fn helm_gateway_api_crds_follow_the_switches() {
+    if !deploytool_built() {
+        return;
+    }
+    let out = Command::new(repo().join("scripts/gateway-api-crds")).arg("--check").output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+
+    let standard = gateway_api_of(&helm(&[]));
+    assert_eq!(standard, gateway_api_bundle("standard"));
+    let kinds: BTreeSet<&str> = standard.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
+    );
+    for o in &standard {
+        let annotations = &o["metadata"]["annotations"];
+        assert_eq!(annotations["helm.sh/resource-policy"], "keep", "{:?}", kind_name(o));
+        assert_eq!(annotations["gateway.networking.k8s.io/bundle-version"], "v1.7.0", "{:?}", kind_name(o));
+    }
+    let crd = find(&standard, "CustomResourceDefinition", "udproutes.gateway.networking.k8s.io");
+    assert_eq!(crd["metadata"]["annotations"]["gateway.networking.k8s.io/channel"], "standard");
+
+    let experimental = gateway_api_of(&helm(&["standardCrds.enabled=false", "experimentalCrds.enabled=true"]));
+    assert_eq!(experimental, gateway_api_bundle("experimental"));
+    let crd = find(&experimental, "CustomResourceDefinition", "udproutes.gateway.networking.k8s.io");
+    assert_eq!(crd["metadata"]["annotations"]["gateway.networking.k8s.io/channel"], "experimental");
+
+    let none = helm(&["standardCrds.enabled=false"]);
+    assert!(gateway_api_of(&none).is_empty());
+    assert_eq!(crds_of(&none), deploy_crds());
+
+    let err = helm_refused(&["--set", "experimentalCrds.enabled=true"]);
+    assert!(
+        err.contains("standardCrds.enabled and experimentalCrds.enabled: one Gateway API channel at a time"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -515,6 +639,7 @@ fn helm_package_includes_the_symlinked_crds() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(crds_of(&objs), deploy_crds());
     assert_eq!(non_crd_objects(&objs), expected_objects());
+    assert_eq!(gateway_api_of(&objs), gateway_api_bundle("standard"), "the subcharts are packaged");
 }
 
 #[test]
@@ -815,107 +940,16 @@ fn helm_auth_service_values() {
     assert!(rules.iter().any(|r| r["ports"][0]["port"] == 9000), "{rules:?}");
 }
 
-/// The `stunner` chart's default values (github.com/l7mp/stunner-helm, helm/stunner), the keys
-/// this chart reads with their defaults there.
-const STUNNER_CHART_DEFAULTS: &str = "
-standardCrds:
-  enabled: true
-experimentalCrds:
-  enabled: false
-logging:
-  operator:
-    format: text
-    level: info
-  dataplane:
-    format: text
-  authService:
-    format: text
-stunnerGatewayOperator:
-  enabled: true
-  customerKey: ''
-  deployment:
-    name: stunner-gateway-operator
-    podLabels: {}
-    podAnnotations: {}
-    affinity: {}
-    tolerations: []
-    replicas: 1
-    nodeSelector:
-      kubernetes.io/os: linux
-    imagePullSecrets:
-    securityContext:
-      runAsNonRoot: true
-    container:
-      manager:
-        image:
-          name: docker.io/l7mp/stunner-gateway-operator
-          pullPolicy: IfNotPresent
-          tag: 1.2.0
-        resources:
-          limits: {cpu: 1000m, memory: 512Mi}
-          requests: {cpu: 250m, memory: 128Mi}
-        args:
-          - --health-probe-bind-address=:8081
-          - --metrics-bind-address=127.0.0.1:8080
-          - --leader-elect
-        securityContext:
-          allowPrivilegeEscalation: false
-    topologySpreadConstraints: []
-  dataplane:
-    mode: managed
-    spec:
-      replicas: 1
-      image:
-        name: docker.io/l7mp/stunnerd
-        pullPolicy: IfNotPresent
-        tag: 1.2.0
-      imagePullSecrets:
-      command:
-        - stunnerd
-      args:
-        - -w
-        - --udp-thread-num=16
-      env: []
-      resources:
-        limits: {cpu: 2, memory: 512Mi}
-        requests: {cpu: 500m, memory: 128Mi}
-      terminationGracePeriodSeconds: 3600
-      enableMetricsEndpoint: false
-      hostNetwork: false
-      labels: {}
-      annotations: {}
-      affinity: {}
-      containerSecurityContext: {}
-      securityContext: {}
-      tolerations: []
-      topologySpreadConstraints: []
-stunnerAuthService:
-  enabled: true
-  deployment:
-    podLabels: {}
-    podAnnotations: {}
-    affinity: {}
-    tolerations: []
-    replicas: 1
-    nodeSelector:
-      kubernetes.io/os: linux
-    imagePullSecrets:
-    container:
-      authService:
-        securityContext:
-          runAsNonRoot: true
-        image:
-          name: docker.io/l7mp/stunner-auth-server
-          pullPolicy: IfNotPresent
-          tag: 1.2.0
-        resources:
-          limits: {cpu: 200m, memory: 128Mi}
-          requests: {cpu: 10m, memory: 64Mi}
-        args:
-          - --port=8088
-          - -v
-    topologySpreadConstraints: []
-";
+/// The `stunner` chart's default values file, a copy of upstream's (the fixture says from which
+/// commit).
+fn stunner_chart_values() -> PathBuf {
+    repo().join("tests/fixtures/stunner-chart-values.yaml")
+}
+
+/// The fixture, parsed.
+fn stunner_chart_defaults() -> Value {
+    documents(&std::fs::read_to_string(stunner_chart_values()).unwrap()).remove(0)
+}
 
 /// A values file in a temporary directory, for `-f`.
 fn values_file(name: &str, yaml: &str) -> String {
@@ -971,7 +1005,7 @@ fn helm_reads_the_stunner_charts_values() {
     if !deploytool_built() {
         return;
     }
-    let defaults = values_file("stunner-defaults", STUNNER_CHART_DEFAULTS);
+    let defaults = stunner_chart_values().display().to_string();
     check_stunner_chart_defaults(&helm_with_values(&[&defaults], &[]));
     // The real file, where a clone of stunner-helm is at hand.
     if let Some(dir) = std::env::var_os("STUNNER_HELM_DIR") {
@@ -1025,9 +1059,9 @@ stunnerAuthService:
     assert!(!non_crd_objects(&objs).contains(&("Service".into(), "stunner-auth".into())));
     let spec = &find(&objs, "Dataplane", "default")["spec"];
     assert_eq!((spec["replicas"].as_i64(), spec["image"].as_str()), (Some(2), Some("registry.example/stunnerd:1.2.1")));
-    assert_eq!((spec["imagePullPolicy"].as_str(), spec["hostNetwork"].as_bool()), (None, Some(true)));
+    assert_eq!((spec["imagePullPolicy"].as_str(), spec["hostNetwork"].as_bool()), (Some("IfNotPresent"), Some(true)));
     assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--log-format=json"]));
-    assert_eq!(spec["terminationGracePeriodSeconds"], 60, "this chart's default where the file says nothing");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 3600, "this chart's default where the file says nothing");
 
     // Refused, naming the key.
     for (set, key) in [
@@ -1048,6 +1082,62 @@ stunnerAuthService:
         let err = helm_refused(&["-f", &defaults, "--set", set]);
         assert!(err.contains(key), "{set}: {err}");
     }
-    let _ = std::fs::remove_file(defaults);
     let _ = std::fs::remove_file(custom);
+}
+
+/// The release packaging a GitOps user pins (issue #57): `scripts/release-artifacts chart`
+/// packages the chart and `helm push`es it to a real OCI registry on loopback (tests/registry);
+/// real helm pulls the same bytes back by version and renders from `oci://` what the checkout
+/// renders; `sums` writes SHA256SUMS that `sha256sum -c` accepts. (The real-node suite,
+/// e2e_install.rs, installs from the registry.)
+#[test]
+fn release_artifacts_push_the_chart_to_an_oci_registry() {
+    let how = "build it with tests/deploytool/build.sh and tests/registry/build.sh (scripts/test does)";
+    let (Some(helm), Some(registry_bin)) = (
+        external::built(repo().join("tests/deploytool/bin/helm"), how),
+        external::built(repo().join("tests/registry/bin/registry"), how),
+    ) else {
+        return;
+    };
+    if !deploytool_built() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("stunner-release-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (home, out, pulled) = (dir.join("helm"), dir.join("out"), dir.join("pulled"));
+    std::fs::create_dir_all(&pulled).unwrap();
+    let registry = registry::Registry::start(&registry_bin);
+    let version = registry::chart_version(&repo());
+
+    let tgz = registry::push_chart(&repo(), &helm, &home, &out, &registry);
+    assert_eq!(tgz, out.join(format!("stunner-gateway-operator-{version}.tgz")));
+    registry::run(
+        registry::helm_command(&helm, &home).args(["pull", &registry.chart_ref(), "--version", &version]).args([
+            "--plain-http",
+            "--destination",
+            pulled.to_str().unwrap(),
+        ]),
+    );
+    let back = std::fs::read(pulled.join(tgz.file_name().unwrap())).unwrap();
+    assert!(back == std::fs::read(&tgz).unwrap(), "the registry serves the packaged chart, byte for byte");
+    let rendered = registry::run(
+        registry::helm_command(&helm, &home)
+            .args(["template", OPERATOR, &registry.chart_ref(), "--version", &version, "--plain-http"])
+            .args(["--namespace", NAMESPACE, "--include-crds", "--kube-version", "1.34.0"]),
+    );
+    let objs = documents(&rendered);
+    assert_eq!(non_crd_objects(&objs), expected_objects());
+    assert_eq!(crds_of(&objs), deploy_crds());
+    assert_eq!(gateway_api_of(&objs), gateway_api_bundle("standard"));
+
+    let sums =
+        Command::new(repo().join("scripts/release-artifacts")).args(["sums", out.to_str().unwrap()]).output().unwrap();
+    assert!(sums.status.success(), "{}", String::from_utf8_lossy(&sums.stderr));
+    let listed = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.ends_with(&format!("  stunner-gateway-operator-{version}.tgz\n")), "{listed}");
+    let check = Command::new("sha256sum").arg("-c").arg("SHA256SUMS").current_dir(&out).output().unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    drop(registry);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,6 +5,8 @@
 # script and every *.go file in DIR. Needs only `go` and the module proxy; never downloads a
 # toolchain.
 # GO_TOOL_LDFLAGS (optional): more -ldflags for this build, e.g. -X settings of version strings.
+# GO_TOOL_PKG (optional): the main package to build, if not DIR's own (e.g. a command of a
+# module DIR requires).
 # Usage: go-tool.sh DIR NAME [--force]
 set -euo pipefail
 
@@ -34,6 +36,6 @@ fi
 
 mkdir -p bin
 t0=$SECONDS
-go build -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$bin.tmp" .
+go build -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$bin.tmp" "${GO_TOOL_PKG:-.}"
 mv -f "$bin.tmp" "$bin"
 echo "$name: built $dir/$bin in $((SECONDS - t0))s"

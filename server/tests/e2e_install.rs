@@ -12,6 +12,8 @@
 
 mod e2e;
 mod node;
+#[path = "../../tests/support/registry.rs"]
+mod registry;
 
 use e2e::{TIMEOUT, apply_yaml, get, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -39,11 +41,10 @@ const USER: &str = "user-1";
 /// The UDP port of the echo backend (tests/images udp-echo's default).
 const ECHO_PORT: u16 = 9001;
 
-/// Chart values the node needs: stunnerd images are imported, never pulled, and 2 cores
-/// must fit two operators, CoreDNS, stunnerd and the backends (upstream's e2e lowers the CPU
-/// requests the same way).
+/// Chart values the node needs: 2 cores must fit two operators, CoreDNS, stunnerd and the
+/// backends (upstream's e2e lowers the CPU requests the same way). The default Dataplane's
+/// pinned stunnerd (`IfNotPresent`) is the image the node imports.
 const CHART_VALUES: &[&str] = &[
-    "defaultDataplane.spec.imagePullPolicy=IfNotPresent",
     "defaultDataplane.spec.resources.requests.cpu=50m",
     "defaultDataplane.spec.resources.limits.cpu=500m",
     "resources.requests.cpu=50m",
@@ -213,8 +214,9 @@ fn tool(path: &str) -> PathBuf {
     bin
 }
 
-/// Real Helm (tests/deploytool) against the node; panics with its output on failure.
-fn helm(node: &Node, verb: &str, extra: &[&str]) {
+/// Real Helm (tests/deploytool) against the node; panics with its output on failure. Returns
+/// what it printed (after an install or upgrade, the chart's notes).
+fn helm(node: &Node, verb: &str, extra: &[&str]) -> String {
     let mut cmd = Command::new(tool("tests/deploytool/bin/deploytool"));
     cmd.arg(format!("helm-{verb}"));
     if verb != "uninstall" {
@@ -233,6 +235,7 @@ fn helm(node: &Node, verb: &str, extra: &[&str]) {
         String::from_utf8_lossy(&out.stderr),
         node.log_tails()
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The `stunnerctl` that `cargo test --workspace` built beside this test binary (which lives in
@@ -961,4 +964,150 @@ async fn a_host_network_daemon_set_serves_turn_from_the_node() {
     wait_available(&client, GATEWAY_NS, "udp-gateway").await;
     e2e::wait_gone(&client, "apps/v1", "DaemonSet", Some(GATEWAY_NS), "udp-gateway").await;
     turn_relays(&node, turn, USER, "pass-1", echo).await;
+}
+
+/// The Gateway API CRDs of the cluster (both API groups of a bundle), by name, with their
+/// metadata.
+async fn gateway_api_crds(client: &Client) -> std::collections::BTreeMap<String, Value> {
+    let crds = e2e::api_for(client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None).await;
+    let list = crds.list(&ListParams::default()).await.expect("list CRDs");
+    list.items
+        .into_iter()
+        .filter(|crd| crd.data["spec"]["group"].as_str().is_some_and(|g| g.starts_with("gateway.networking.")))
+        .map(|crd| (crd.metadata.name.clone().unwrap(), serde_json::to_value(&crd.metadata).unwrap()))
+        .collect()
+}
+
+/// A GatewayClass of ours and its GatewayConfig, for the operator to accept.
+const GATEWAY_CLASS: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: stunner
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata:
+  name: stunner-gatewayconfig
+  namespace: stunner
+spec:
+  realm: stunner.l7mp.io
+  authType: plaintext
+  userName: user-1
+  password: pass-1
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: stunner-gatewayclass
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef:
+    group: stunner.l7mp.io
+    kind: GatewayConfig
+    name: stunner-gatewayconfig
+    namespace: stunner
+"#;
+
+/// The stunner chart's CRD switches and its release packaging on a real cluster (issue #57),
+/// three clusters in turn on one node: with both switches off no Gateway API CRD is installed;
+/// a cluster that has v1.7.0 already (applied as `kubectl apply` does, no Helm owner) keeps it
+/// untouched, the notes say so, and the operator accepts a GatewayClass; a fresh cluster gets,
+/// from `helm install oci://` of the chart `scripts/release-artifacts` pushed to a registry on
+/// loopback, with the default switch, v1.7.0's standard channel and its safe-upgrades policy,
+/// kept after `helm uninstall`, and TURN relays through a `v1` UDPRoute on the default
+/// Dataplane, whose pinned stunnerd is the image the node imports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_the_gateway_api_crds_unless_the_cluster_has_them() {
+    let how = "run tests/deploytool/build.sh and tests/registry/build.sh (scripts/test does)";
+    let built = |path| e2e::external::built(repo_file(path), how);
+    let (Some(helm_bin), Some(registry_bin)) =
+        (built("tests/deploytool/bin/helm"), built("tests/registry/bin/registry"))
+    else {
+        return;
+    };
+    if !tools_built() {
+        return;
+    }
+    let Some(node) = Node::start("install-gateway-api").await else { return };
+    let client = node.admin.clone();
+
+    // Both switches off: nothing of the Gateway API.
+    let notes = helm(&node, "install", &["--create-namespace", "--set", "standardCrds.enabled=false"]);
+    assert!(notes.contains("Gateway API CRDs: not installed by this release"), "{notes}");
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    assert_eq!(gateway_api_crds(&client).await, Default::default(), "the switches are off");
+    helm(&node, "uninstall", &[]);
+
+    // v1.7.0 there already, not Helm's: left alone, and the operator serves on it.
+    e2e::install_gateway_api(&client, e2e::GatewayApi::V17Standard).await;
+    let before = gateway_api_crds(&client).await;
+    let notes = helm(&node, "install", &[]);
+    assert!(notes.contains("the cluster has v1.7.0 standard channel") && notes.contains("left alone"), "{notes}");
+    assert!(!notes.contains("older than"), "{notes}");
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    assert_eq!(gateway_api_crds(&client).await, before, "the chart changed the cluster's Gateway API CRDs");
+    apply_yaml(&client, GATEWAY_CLASS).await;
+    e2e::wait_object(
+        &client,
+        "gateway.networking.k8s.io/v1",
+        "GatewayClass",
+        None,
+        "stunner-gatewayclass",
+        "Accepted=True",
+        |gc| e2e::has_condition(&gc.data["status"], "Accepted", "True", "Accepted"),
+    )
+    .await;
+    e2e::delete(&client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "stunner-gatewayclass").await;
+    helm(&node, "uninstall", &[]);
+    assert_eq!(gateway_api_crds(&client).await.len(), before.len(), "uninstall took CRDs it did not own");
+    // Back to a cluster without the Gateway API.
+    for name in before.keys() {
+        e2e::delete(&client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name).await;
+    }
+    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
+        let (api_version, name) = ("admissionregistration.k8s.io/v1", "safe-upgrades.gateway.networking.k8s.io");
+        e2e::delete(&client, api_version, kind, None, name).await;
+    }
+    for name in before.keys() {
+        e2e::wait_gone(&client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name).await;
+    }
+
+    // A fresh cluster, the chart from the registry with the default switch: the chart's
+    // bundle, owned by the release.
+    let registry = registry::Registry::start(&registry_bin);
+    let home = node.dir.join("helm");
+    registry::push_chart(&e2e::repo_root(), &helm_bin, &home, &node.dir.join("release"), &registry);
+    let mut install = registry::helm_command(&helm_bin, &home);
+    install.args(["install", "stunner-gateway-operator", &registry.chart_ref(), "--plain-http"]);
+    install.args(["--version", &registry::chart_version(&e2e::repo_root())]);
+    install.args(["--kubeconfig", node.kubeconfig.to_str().unwrap(), "-n", OPERATOR_NS, "--wait", "--timeout", "5m"]);
+    for v in CHART_VALUES {
+        install.args(["--set", v]);
+    }
+    let notes = tokio::task::block_in_place(|| registry::run(&mut install));
+    assert!(notes.contains("Gateway API CRDs: v1.7.0 standard channel with its safe-upgrades"), "{notes}");
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    let installed = gateway_api_crds(&client).await;
+    assert_eq!(installed.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "v1.7.0's standard CRDs");
+    for (name, meta) in &installed {
+        let annotations = &meta["annotations"];
+        assert_eq!(annotations["meta.helm.sh/release-name"], "stunner-gateway-operator", "{name}");
+        assert_eq!(annotations["helm.sh/resource-policy"], "keep", "{name}");
+        assert_eq!(annotations["gateway.networking.k8s.io/bundle-version"], "v1.7.0", "{name}");
+    }
+    let policy = "safe-upgrades.gateway.networking.k8s.io";
+    assert!(get(&client, "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", None, policy).await.is_some());
+    apply_yaml(&client, &echo_backend(1)).await;
+    apply_yaml(&client, &simple_tunnel_with("pass-1", RouteApi::GatewayApiV1)).await;
+    let dataplane = wait_available(&client, GATEWAY_NS, "udp-gateway").await;
+    let pod = dataplane.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.containers[0].image.as_deref(), Some(node::STUNNERD_IMAGE), "the default Dataplane's stunnerd");
+    assert_eq!(pod.termination_grace_period_seconds, Some(3600), "the default Dataplane's grace period");
+    wait_available(&client, "default", "echo-server").await;
+    let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
+    let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
+    let relayed = turn_relays(&node, turn, USER, "pass-1", echo).await;
+    eprintln!("node e2e: the chart's Gateway API v1.7.0, v1 UDPRoute: relayed {relayed}");
+    helm(&node, "uninstall", &[]);
+    assert_eq!(gateway_api_crds(&client).await.len(), installed.len(), "helm.sh/resource-policy: keep");
 }

@@ -18,7 +18,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 
 pub(crate) const CONTAINER_NAME: &str = "stunner-daemon";
-pub(crate) const DEFAULT_IMAGE: &str = "l7mp/stunnerd:latest";
+/// The stunnerd of a Dataplane without an image: pinned, never `latest`, to the release
+/// `tests/interop` runs (and the default Dataplane of the chart and the manifests names).
+pub(crate) const DEFAULT_IMAGE: &str = "docker.io/l7mp/stunnerd:1.2.1";
 const DEFAULT_GRACE_SECONDS: i64 = 3600;
 const HEALTH_CHECK_PORT: i32 = 8086;
 const METRICS_PORT: i32 = 8080;

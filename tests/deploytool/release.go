@@ -129,6 +129,7 @@ func helmInstall(args []string) error {
 		return err
 	}
 	fmt.Printf("release %s installed in %s: revision %d, %s\n", rel.Name, rel.Namespace, rel.Version, rel.Info.Status)
+	printNotes(rel.Info.Notes)
 	return nil
 }
 
@@ -152,6 +153,7 @@ func helmUpgrade(args []string) error {
 		return err
 	}
 	fmt.Printf("release %s upgraded in %s: revision %d, %s\n", rel.Name, rel.Namespace, rel.Version, rel.Info.Status)
+	printNotes(rel.Info.Notes)
 	return nil
 }
 
@@ -178,4 +180,11 @@ func helmUninstall(args []string) error {
 	}
 	fmt.Printf("release %s uninstalled from %s\n", f.release, f.namespace)
 	return nil
+}
+
+// printNotes prints the chart's rendered NOTES.txt, as helm does after an install or upgrade.
+func printNotes(notes string) {
+	if notes != "" {
+		fmt.Printf("NOTES:\n%s\n", notes)
+	}
 }

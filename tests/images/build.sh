@@ -6,7 +6,7 @@
 #   operator  ghcr.io/l7mp/stunner-gateway-operator-rs:latest  (the Helm chart's default image)
 #                                               cargo build --release; the binary, the shared
 #                                               libraries ldd lists, uid/gid 65532 nonroot
-#   stunnerd  docker.io/l7mp/stunnerd:latest    (the operator's default dataplane image)
+#   stunnerd  docker.io/l7mp/stunnerd:<tag>     (the operator's default dataplane image)
 #                                               tests/interop/bin/stunnerd: upstream's
 #                                               cmd/stunnerd at the version pinned in
 #                                               tests/interop/go.mod, CGO_ENABLED=0

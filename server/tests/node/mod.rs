@@ -23,7 +23,7 @@ use std::time::Duration;
 
 /// The images the node imports (tests/images/build.sh writes them).
 pub const UDP_ECHO_IMAGE: &str = "localhost/stunner-test/udp-echo:latest";
-pub const STUNNERD_IMAGE: &str = "docker.io/l7mp/stunnerd:latest";
+pub const STUNNERD_IMAGE: &str = "docker.io/l7mp/stunnerd:1.2.1";
 pub const OPERATOR_IMAGE: &str = "ghcr.io/l7mp/stunner-gateway-operator-rs:latest";
 
 /// Bring-up takes 1-3 minutes on a busy machine, plus the wait for a node another test runs.

@@ -32,6 +32,9 @@ the key, unless it holds the stunner chart's default. docs/upgrade.md has the ta
 {{- include "sgo.stunnerKey.refuse" (list "stunnerGatewayOperator.deployment.securityContext" (dig "securityContext" nil $dep) (dict "runAsNonRoot" true) "set podSecurityContext") -}}
 {{- include "sgo.stunnerKey.refuse" (list "stunnerGatewayOperator.deployment.container.manager.securityContext" (dig "securityContext" nil $mgr) (dict "allowPrivilegeEscalation" false) "set securityContext") -}}
 {{- include "sgo.stunnerKey.refuse" (list "stunnerAuthService.deployment" (dig "deployment" nil $auth) (include "sgo.stunnerAuthDeploymentDefault" . | fromYaml) "the operator serves the credential API itself: no Deployment of its own (authService.*)") -}}
+{{- if and (dig "standardCrds" "enabled" false $v) (dig "experimentalCrds" "enabled" false $v) -}}
+{{- fail "standardCrds.enabled and experimentalCrds.enabled: one Gateway API channel at a time; set standardCrds.enabled=false with experimentalCrds.enabled=true (docs/deploy.md)" -}}
+{{- end -}}
 {{- $operatorFormat := lower (dig "operator" "format" "text" $logging) -}}
 {{- $authFormat := dig "authService" "format" nil $logging -}}
 {{- if and $authFormat (ne (lower $authFormat) "text") (ne (lower $authFormat) $operatorFormat) -}}
