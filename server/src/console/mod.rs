@@ -24,6 +24,7 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
+use stunner_gateway::query::Query;
 use stunner_gateway_cds::api::{self, Caller, CdsState};
 use stunner_gateway_cds::serve::ExtraRoutes;
 use stunner_gateway_cds::store::Scope;
@@ -102,8 +103,7 @@ async fn gateway(
     if let Err(refused) = shared.authorize(Caller::of(&req)).await {
         return refused;
     }
-    let reveal = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .any(|(k, v)| k == "reveal" && matches!(&*v, "1" | "true"));
+    let reveal = Query::parse(req.uri().query().unwrap_or("")).values("reveal").any(|v| matches!(v, "1" | "true"));
     let id = ConfigId::new(namespace, name);
     match pages::gateway(&shared.state(), &id, reveal) {
         Some(page) => html(StatusCode::OK, page),
