@@ -229,29 +229,25 @@ struct Query {
 
 impl Query {
     fn parse(raw: &str, with_node: bool) -> Result<Self, String> {
-        let mut watch = Vec::new();
-        let mut node = Vec::new();
-        for (k, v) in form_urlencoded::parse(raw.as_bytes()) {
-            match &*k {
-                "watch" => watch.push(v.into_owned()),
-                "node" if with_node => node.push(v.into_owned()),
-                _ => {}
-            }
-        }
-        let single = |name: &str, values: Vec<String>| match values.len() {
-            0 => Ok(None),
-            1 => Ok(values.into_iter().next()),
-            _ => {
-                Err(format!("Invalid format for parameter {name}: multiple values for single value parameter '{name}'"))
+        // Decoded as `r.URL.Query()` does: undecodable pairs dropped, the error discarded.
+        let query = stunner_gateway::query::Query::parse(raw);
+        let single = |name: &str| {
+            let mut values = query.values(name);
+            match (values.next(), values.next()) {
+                (value, None) => Ok(value.map(str::to_owned)),
+                (_, Some(_)) => Err(format!(
+                    "Invalid format for parameter {name}: multiple values for single value parameter '{name}'"
+                )),
             }
         };
-        let watch = match single("watch", watch)?.as_deref() {
+        let watch = match single("watch")?.as_deref() {
             None => false,
             Some(v) => parse_go_bool(v).ok_or_else(|| {
                 format!("Invalid format for parameter watch: strconv.ParseBool: parsing \"{v}\": invalid syntax")
             })?,
         };
-        Ok(Query { watch, node: single("node", node)? })
+        let node = if with_node { single("node")? } else { None };
+        Ok(Query { watch, node })
     }
 }
 
@@ -323,5 +319,8 @@ mod tests {
         );
         assert!(Query::parse("node=a&node=b", true).unwrap_err().starts_with("Invalid format for parameter node:"));
         assert_eq!(Query::parse("node=a&node=b", false).unwrap().node, None, "list routes ignore node");
+        // Pairs Go cannot decode are absent, not values (form decoding kept "%zz" as text).
+        assert!(!Query::parse("watch=%zz&watch=1;x", true).unwrap().watch);
+        assert_eq!(Query::parse("node=%zz&node=b", true).unwrap().node.as_deref(), Some("b"));
     }
 }

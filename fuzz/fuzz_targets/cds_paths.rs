@@ -58,10 +58,10 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{body}");
         return;
     };
-    // The query's keys as the binder sees them (form-decoded).
-    let keys: Vec<String> =
-        form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).map(|(k, _)| k.into_owned()).collect();
-    let has = |key: &str| keys.iter().any(|k| k == key);
+    // The query's keys as the binder sees them (decoded as Go's `url.ParseQuery`).
+    let query = stunner_gateway::query::Query::parse(uri.query().unwrap_or(""));
+    let keys: Vec<&str> = query.pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let has = |key: &str| keys.contains(&key);
     let config_route = matches!(route, Route::All | Route::Namespace(_) | Route::Config(..));
     match answer.status {
         // A watch refused by the handshake checks (gorilla's texts): only without stunnerd's headers.

@@ -20,7 +20,7 @@ use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::console::Console;
 use stunner_gateway_operator::metrics::OperatorMetrics;
-use stunner_gateway_operator::pipeline::{Outputs, apply::Apply};
+use stunner_gateway_operator::pipeline::{self, Outputs};
 use stunner_gateway_operator::pprof;
 use stunner_gateway_operator::reconcile::Reconciler;
 use stunner_gateway_operator::source::{files::FileSource, manifests::Budget, run};
@@ -88,15 +88,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     serve_admin(&args, registry.clone(), &readiness, &serving, &stop_admin, &mut tasks)?;
     serve_auth(&args, store.clone(), auth_metrics, &serving, &stop_admin, &mut tasks)?;
 
-    let apply = mode.apply();
-    let settings = render_settings(&args, &apply, matches!(mode, Mode::Cluster(..)).then_some(namespace.as_str()));
+    let settings = render_settings(&args, &mode, &namespace);
     let (tx, rx) = mpsc::channel(64);
     let outputs = Outputs {
         store: store.clone(),
         statuses: statuses.clone(),
         metrics: operator_metrics,
         readiness: readiness.clone(),
-        apply,
+        mode: mode.outputs(),
         nodes: NodeFeed::new(store.nodes().clone()),
     };
     let reconciler = tokio::spawn(Reconciler::new(settings, args.throttle_timeout, outputs).run(rx));
@@ -161,19 +160,22 @@ fn serve_auth(
     Ok(())
 }
 
-/// What the renderer is told; `cluster_namespace`: the operator's own namespace in a cluster
-/// (its CDS Service's), `None` in standalone mode.
-fn render_settings(args: &Args, apply: &Apply, cluster_namespace: Option<&str>) -> RenderSettings {
+/// What the renderer is told in `mode`; `namespace`: the operator's own (its CDS Service's in
+/// a cluster).
+fn render_settings(args: &Args, mode: &Mode, namespace: &str) -> RenderSettings {
+    let standalone = matches!(mode, Mode::Standalone(_));
     RenderSettings {
         controller_name: args.controller_name.clone(),
         dataplane_mode: args.dataplane_mode,
         endpoint_discovery: args.endpoint_discovery,
         endpoint_slices: !args.disable_endpointslice_controller,
-        cds_address: args.advertised_cds_address(cluster_namespace),
+        cds_address: args.advertised_cds_address((!standalone).then_some(namespace)),
         label_filter: args.label_filter(),
         finalizing: false,
         enforce_reference_grants: args.enforce_reference_grants,
-        held_deployments_only: apply.held_deployments_only(),
+        // Standalone mode runs no dataplane: only a Deployment the manifests hold takes ours
+        // (`pipeline::owned`).
+        held_deployments_only: standalone,
     }
 }
 
@@ -371,12 +373,13 @@ enum Mode {
 }
 
 impl Mode {
-    /// Where the render loop puts owned objects and statuses: in a cluster, the writer's
-    /// queue (the watchers see the written objects come back); standalone, the index.
-    fn apply(&self) -> Apply {
+    /// Where the render loop puts owned objects and statuses, and when it publishes configs:
+    /// in a cluster, the writer's queue (the watchers see the written objects come back), a
+    /// config once its Service is in place; standalone, the index, a config as it is rendered.
+    fn outputs(&self) -> Box<dyn pipeline::mode::Mode> {
         match self {
-            Mode::Cluster(_, writer) => Apply::cluster(writer.clone()),
-            Mode::Standalone(_) => Apply::standalone(),
+            Mode::Cluster(_, writer) => Box::new(pipeline::cluster::Cluster::new(writer.clone())),
+            Mode::Standalone(_) => Box::new(pipeline::standalone::Standalone::default()),
         }
     }
 }

@@ -1,19 +1,21 @@
 //! Where the render loop's results go. Sources send it [`Input`]s (the core's: changes to
 //! the index, the end of the initial sync, objects held back) and it renders and hands the
 //! results to its [`Outputs`]: the CDS store (through [`ConfigSink`]), the statuses, and the
-//! operator's own objects, which go where the mode says ([`apply`]: to the writer in a
-//! cluster, into the index standalone).
+//! operator's own objects, which go where the mode says ([`mode`]: to the writer in a
+//! cluster, [`cluster`]; into the index standalone, [`standalone`]).
 //!
 //! [`Input`]: stunner_gateway::index::Input
 
-pub mod apply;
+pub mod cluster;
+pub mod mode;
 pub(crate) mod owned;
 pub(crate) mod service_wait;
+pub mod standalone;
 
 use crate::admin::Readiness;
 use crate::metrics::OperatorMetrics;
 use crate::status::StatusBoard;
-use apply::Apply;
+use mode::Mode;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::config::StunnerConfig;
@@ -45,8 +47,8 @@ pub struct Outputs {
     pub statuses: Arc<StatusBoard>,
     pub metrics: OperatorMetrics,
     pub readiness: Readiness,
-    /// Where owned objects and statuses go: the mode.
-    pub apply: Apply,
+    /// Where owned objects and statuses go, and when configs are published: the mode.
+    pub mode: Box<dyn Mode>,
     /// Where Node changes go for the CDS's per-node patcher.
     pub nodes: NodeFeed,
 }

@@ -1,6 +1,6 @@
 //! The render loop: applies source changes to the index, coalesces them, renders only what
 //! they made dirty ([`render`]), and hands the results to the outputs ([`publish`]: the CDS
-//! store, the owned objects and statuses where the mode puts them, [`Apply`], and the
+//! store, the owned objects and statuses where the [`Mode`] puts them, and the
 //! statuses shown to people, [`statuses`]). In a cluster it is the writer's only feeder: every
 //! change reaches it before the index.
 //!
@@ -14,7 +14,7 @@
 //! pass before the operator's own objects came back), in cluster mode a Gateway's config waits
 //! for the Service the render asked for ([`ServiceWait`]).
 //!
-//! [`Apply`]: crate::pipeline::apply::Apply
+//! [`Mode`]: crate::pipeline::mode::Mode
 //! [`ServiceWait`]: crate::pipeline::service_wait::ServiceWait
 
 mod coalesce;
@@ -72,7 +72,7 @@ impl Reconciler {
         let mut heartbeat = tokio::time::interval(HEARTBEAT);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let service_deadline = self.outputs.apply.next_deadline();
+            let service_deadline = self.outputs.mode.publication().next_deadline();
             tokio::select! {
                 input = inputs.recv() => match input {
                     Some(input) => self.take(input),
@@ -81,7 +81,7 @@ impl Reconciler {
                 _ = sleep_until(self.render_at) => {}
                 _ = sleep_until(service_deadline) => {
                     self.publish_expired();
-                    self.outputs.apply.flush();
+                    self.outputs.mode.flush();
                 }
                 _ = heartbeat.tick() => {}
             }
@@ -126,7 +126,7 @@ impl Reconciler {
         if !self.synced {
             return;
         }
-        self.outputs.apply.finalize(&self.index, || {
+        self.outputs.mode.finalize(&self.index, &|| {
             let now = Time(k8s_openapi::jiff::Timestamp::now());
             stunner_gateway::render::finalize(&self.index, &self.settings, &now)
         });
@@ -146,14 +146,13 @@ impl Reconciler {
             Input::Changes(changes) => {
                 // The writer learns what the watchers saw before the index does, so the
                 // submit of the render these changes cause finds it (see `Writer::observe`).
-                let seen = changes.iter().map(Change::seen);
-                self.outputs.apply.observe(seen.clone());
-                for (object, now) in seen {
+                self.outputs.mode.observe(&changes);
+                for (object, now) in changes.iter().map(Change::seen) {
                     // The CDS's per-node patcher follows the Nodes the same way.
                     self.outputs.nodes.observe(&object, now);
                 }
                 for change in changes {
-                    self.outputs.apply.before_change(&self.index, &change);
+                    self.outputs.mode.before_change(&self.index, &change);
                     let kind = change.kind();
                     let controller = Controller::of(kind);
                     self.outputs.metrics.set_active(controller, true);

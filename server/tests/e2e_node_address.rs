@@ -23,7 +23,7 @@ use stunner_gateway_cds::{CdsMetrics, ConfigStore, ServerSettings, serve};
 use stunner_gateway_k8s::{self as cluster, nodes::NodeFeed, writer::Writer};
 use stunner_gateway_operator::admin::Readiness;
 use stunner_gateway_operator::metrics::OperatorMetrics;
-use stunner_gateway_operator::pipeline::{Outputs, apply::Apply};
+use stunner_gateway_operator::pipeline::{Outputs, cluster::Cluster as ClusterMode};
 use stunner_gateway_operator::reconcile::Reconciler;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -66,7 +66,7 @@ async fn a_node_external_ip_is_patched_into_its_dataplanes_config() {
         statuses: Arc::default(),
         metrics: OperatorMetrics::default(),
         readiness: Readiness::default(),
-        apply: Apply::cluster(writer.clone()),
+        mode: Box::new(ClusterMode::new(writer.clone())),
         nodes: NodeFeed::new(store.nodes().clone()),
     };
     tokio::spawn(Reconciler::new(RenderSettings::default(), Duration::from_millis(10), outputs).run(rx));

@@ -57,7 +57,7 @@ async fn handle(State(api): State<Arc<AuthApi>>, method: Method, uri: Uri) -> Re
 
 impl AuthApi {
     fn answer(&self, endpoint: Endpoint, query: &str) -> Answer {
-        let params = match params::bind(endpoint, &params::parse_query(query)) {
+        let params = match params::bind(endpoint, query) {
             Ok(params) => params,
             Err(refused) => return text(400, refused.to_string()),
         };

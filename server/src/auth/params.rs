@@ -1,9 +1,11 @@
-//! The query parameters of the credential API, read as upstream's service reads them: Go's
-//! `url.ParseQuery` (pairs it cannot decode are dropped), then oapi-codegen's binding, whose
-//! refusals are 400s with its own texts. A parameter given twice is refused; one given empty
+//! The query parameters of the credential API, read as upstream's service reads them: decoded
+//! by `r.URL.Query()` (the core's [`Query`]: pairs Go cannot decode are dropped, and the error
+//! that says so is discarded, so a bad escape is never a 400 by itself), then bound by
+//! oapi-codegen's binding, whose refusals are 400s with its own texts. A parameter given twice is refused; one given empty
 //! is set, to the empty string.
 
 use stunner_gateway::config::go_compat;
+use stunner_gateway::query::Query;
 
 /// Which of the two answers is asked for: they bind different parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,75 +42,34 @@ pub enum ParamError {
     InvalidFormat { name: &'static str, reason: String },
 }
 
-/// The query's pairs, decoded as Go's `url.ParseQuery` does: `&`-separated, `+` for a space,
-/// percent escapes; a pair with a `;` or a bad escape is dropped, an empty one skipped.
-pub fn parse_query(raw: &str) -> Vec<(String, String)> {
-    raw.split('&')
-        .filter(|pair| !pair.is_empty() && !pair.contains(';'))
-        .filter_map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            Some((unescape(key)?, unescape(value)?))
-        })
-        .collect()
-}
-
-/// Go's `url.QueryUnescape`; `None` for a malformed escape. Bytes that are not UTF-8 become
-/// U+FFFD, as Go's JSON encoder writes them.
-fn unescape(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3)?;
-                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    Some(String::from_utf8_lossy(&out).into_owned())
-}
-
-/// The parameters of `endpoint`, bound in the order upstream's generated code binds them
-/// (the first refusal is the answer).
-pub fn bind(endpoint: Endpoint, pairs: &[(String, String)]) -> Result<Params, ParamError> {
+/// The parameters of `endpoint` in the query `raw`, bound in the order upstream's generated
+/// code binds them (the first refusal is the answer).
+pub fn bind(endpoint: Endpoint, raw: &str) -> Result<Params, ParamError> {
+    let query = &Query::parse(raw);
     let mut p = Params::default();
-    if endpoint == Endpoint::Turn && first(pairs, "service").is_none_or(str::is_empty) {
+    if endpoint == Endpoint::Turn && query.first("service").is_none_or(str::is_empty) {
         return Err(ParamError::Required("service"));
     }
-    p.service = single(pairs, "service")?;
-    p.username = single(pairs, "username")?;
-    p.ttl = single(pairs, "ttl")?.map(|s| parse_int("ttl", &s)).transpose()?;
+    p.service = single(query, "service")?;
+    p.username = single(query, "username")?;
+    p.ttl = single(query, "ttl")?.map(|s| parse_int("ttl", &s)).transpose()?;
     if endpoint == Endpoint::Ice {
-        p.ice_transport_policy = single(pairs, "iceTransportPolicy")?;
+        p.ice_transport_policy = single(query, "iceTransportPolicy")?;
     }
-    p.key = single(pairs, "key")?;
-    p.namespace = single(pairs, "namespace")?;
-    p.gateway = single(pairs, "gateway")?;
-    p.listener = single(pairs, "listener")?;
-    p.public_addr = single(pairs, "public-addr")?;
+    p.key = single(query, "key")?;
+    p.namespace = single(query, "namespace")?;
+    p.gateway = single(query, "gateway")?;
+    p.listener = single(query, "listener")?;
+    p.public_addr = single(query, "public-addr")?;
     Ok(p)
 }
 
-fn first<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-}
-
 /// The one value of `name`, if given; given more than once, refused.
-fn single(pairs: &[(String, String)], name: &'static str) -> Result<Option<String>, ParamError> {
-    let mut values = pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v);
+fn single(query: &Query, name: &'static str) -> Result<Option<String>, ParamError> {
+    let mut values = query.values(name);
     match (values.next(), values.next()) {
         (None, _) => Ok(None),
-        (Some(v), None) => Ok(Some(v.clone())),
+        (Some(v), None) => Ok(Some(v.to_owned())),
         (Some(_), Some(_)) => Err(ParamError::InvalidFormat {
             name,
             reason: format!("multiple values for single value parameter '{name}'"),
@@ -135,14 +96,18 @@ mod tests {
     use super::*;
 
     fn bound(endpoint: Endpoint, query: &str) -> Result<Params, String> {
-        bind(endpoint, &parse_query(query)).map_err(|e| e.to_string())
+        bind(endpoint, query).map_err(|e| e.to_string())
     }
 
+    /// A pair Go's `ParseQuery` cannot decode is dropped and its error discarded, as
+    /// upstream's `r.URL.Query()` does: the rest of the query is bound as if it were absent.
     #[test]
-    fn queries_decode_as_gos_parse_query() {
-        let pairs = parse_query("a=1&&b=x+y%21&c&bad=%zz&semi=1;2&=empty-key&d=%C3%A9");
-        let want = [("a", "1"), ("b", "x y!"), ("c", ""), ("", "empty-key"), ("d", "é")];
-        assert_eq!(pairs, want.map(|(k, v)| (k.to_string(), v.to_string())));
+    fn undecodable_pairs_are_absent() {
+        let p = bound(Endpoint::Ice, "username=%zz&service=turn;x&key=%+A&namespace=ns&gateway=g%C3%A9").unwrap();
+        assert_eq!(p, Params { namespace: Some("ns".into()), gateway: Some("gé".into()), ..Params::default() });
+        // The dropped value does not count as a second one.
+        assert_eq!(bound(Endpoint::Turn, "service=turn&service=%2").unwrap().service.as_deref(), Some("turn"));
+        assert_eq!(bound(Endpoint::Turn, "service=%zz").unwrap_err(), "Query argument service is required, but not found");
     }
 
     #[test]

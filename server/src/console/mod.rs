@@ -26,6 +26,7 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
+use stunner_gateway::query::Query;
 use stunner_gateway_cds::api::{self, Caller, CdsState};
 use stunner_gateway_cds::host::check_same_origin;
 use stunner_gateway_cds::serve::ExtraRoutes;
@@ -102,8 +103,7 @@ async fn gateway(
     Path((namespace, name)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    let reveal = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .any(|(k, v)| k == "reveal" && matches!(&*v, "1" | "true"));
+    let reveal = Query::parse(req.uri().query().unwrap_or("")).values("reveal").any(|v| matches!(v, "1" | "true"));
     // Credentials in the clear only to the console's own pages or a typed URL.
     if reveal && let Err(cross_site) = check_same_origin(req.uri(), req.headers()) {
         return cross_site.into_response();

@@ -14,6 +14,7 @@
 //! brings, it would be written once without and once more with it. Held, it is written once
 //! (by the render the Service's return triggers), or as held when the wait runs out.
 
+use super::mode::PublicationGate;
 use k8s_openapi::api::core::v1::Service;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -51,14 +52,16 @@ impl ServiceWait {
     pub fn new(bound: Duration) -> Self {
         ServiceWait { bound, held: BTreeMap::new(), given_up: BTreeMap::new() }
     }
+}
 
-    /// Gateway `key`'s new `config`, with the Service the same render asked for: `Some` to
-    /// publish now, `None` while it waits for that Service in `index`.
-    pub fn admit(
+impl PublicationGate for ServiceWait {
+    /// `None` while the config waits for the Service the same render asked for in `index`.
+    fn admit(
         &mut self,
         key: &ObjectKey,
         config: StunnerConfig,
         service: &Owned<Service>,
+        status: &mut Option<SerializedStatus>,
         index: &Index,
     ) -> Option<StunnerConfig> {
         let asked = match service {
@@ -73,45 +76,33 @@ impl ServiceWait {
         if self.given_up.get(key) == Some(&asked) {
             return Some(config);
         }
-        let (until, status) = match self.held.remove(key) {
+        let (until, held_status) = match self.held.remove(key) {
             Some(h) => (h.until, h.status),
             None => (Instant::now() + self.bound, None),
         };
+        // The newest status is held; without one, the one held before stays.
+        let status = status.take().or(held_status);
         self.held.insert(key.clone(), Held { config, until, service: asked, status });
         None
     }
 
-    /// Holds `status` (the newest) with Gateway `key`'s held config; returns it back when no
-    /// config of `key` is held.
-    pub fn hold_status(&mut self, key: &ObjectKey, status: SerializedStatus) -> Option<SerializedStatus> {
-        match self.held.get_mut(key) {
-            Some(h) => {
-                h.status = Some(status);
-                None
-            }
-            None => Some(status),
-        }
-    }
-
     /// Gateway `key` has no config any more, or its Service is in place.
-    pub fn forget(&mut self, key: &ObjectKey) {
+    fn forget(&mut self, key: &ObjectKey) {
         self.held.remove(key);
         self.given_up.remove(key);
     }
 
-    /// When the first held config is due.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    fn next_deadline(&self) -> Option<Instant> {
         self.held.values().map(|h| h.until).min()
     }
 
-    /// The held configs that are due, to be published as they are, with the status held
-    /// with each.
-    pub fn expired(&mut self) -> Vec<(ObjectKey, StunnerConfig, Option<SerializedStatus>)> {
+    fn expired(&mut self) -> Vec<(ObjectKey, StunnerConfig, Option<SerializedStatus>)> {
         let now = Instant::now();
         let due: Vec<ObjectKey> = self.held.iter().filter(|(_, h)| h.until <= now).map(|(k, _)| k.clone()).collect();
         let mut out = Vec::with_capacity(due.len());
         for key in due {
             if let Some(h) = self.held.remove(&key) {
+                tracing::info!(gateway = %key, bound = ?self.bound, "the Gateway's Service did not come back in time");
                 self.given_up.insert(key.clone(), h.service);
                 out.push((key, h.config, h.status));
             }

@@ -1,11 +1,12 @@
-//! Publication of a render's results: configs to the CDS store (or, in a cluster, to wait for
-//! their Service), owned objects and statuses where the mode puts them ([`Apply`]), statuses
-//! to the board.
+//! Publication of a render's results: configs to the CDS store when the mode's
+//! [`PublicationGate`] lets them (in a cluster, once their Service is in place), owned objects
+//! and statuses where the [`Mode`] puts them, statuses to the board.
 //!
 //! A [`Publisher`] borrows only the outputs, apart from the index the render reads: as the
 //! render's sink, it publishes each result while the render goes on.
 //!
-//! [`Apply`]: crate::pipeline::apply::Apply
+//! [`Mode`]: crate::pipeline::mode::Mode
+//! [`PublicationGate`]: crate::pipeline::mode::PublicationGate
 
 use super::Reconciler;
 use crate::pipeline::{ConfigSink, Outputs};
@@ -15,7 +16,6 @@ use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, Kind, ObjRef, ObjectKey};
 use stunner_gateway::render::{GatewayOutput, InvalidConfig, Owned, RenderSink, SerializedStatus};
 use stunner_gateway::resources::{GatewayClassStatus, UdpRouteStatus};
-use stunner_gateway_k8s::ops;
 
 /// Where a render's results go.
 pub(super) struct Publisher<'a> {
@@ -28,8 +28,12 @@ impl Reconciler {
     /// Publishes the configs whose wait for their Service ran out, and writes the statuses
     /// held with them.
     pub(super) fn publish_expired(&mut self) {
-        let store = &*self.outputs.store;
-        self.outputs.apply.publish_expired(&self.index, |key, config| upsert(store, key, config));
+        for (key, config, status) in self.outputs.mode.publication().expired() {
+            upsert(&*self.outputs.store, &key, config);
+            if let Some(status) = status {
+                self.outputs.mode.write_status(status, &self.index);
+            }
+        }
     }
 }
 
@@ -50,13 +54,13 @@ impl RenderSink for Publisher<'_> {
             Owned::Apply(config) => {
                 // A held config's status waits with it, not to be written twice (see
                 // `ServiceWait`).
-                match self.outputs.apply.admit(&key, config, &gw.service, &mut status, self.index) {
+                match self.outputs.mode.publication().admit(&key, config, &gw.service, &mut status, self.index) {
                     Some(config) => upsert(&*self.outputs.store, &key, config),
                     None => tracing::debug!(gateway = %key, "config waits for the Gateway's Service"),
                 }
             }
             Owned::Delete => {
-                self.outputs.apply.forget(&key);
+                self.outputs.mode.publication().forget(&key);
                 // The id the store filed the config under: parsed from its `admin.name`,
                 // the key as text. Built from the key's parts instead, a namespace holding
                 // a `/` (no API server allows one) named an id that was never stored, and
@@ -68,8 +72,7 @@ impl RenderSink for Publisher<'_> {
             }
             Owned::Keep => {}
         }
-        let ops = || status.and_then(ops::status_op).into_iter().chain(ops::owned_ops(&key, &gw));
-        self.outputs.apply.write(ops, self.index);
+        self.outputs.mode.write_gateway(&key, &gw, status, self.index);
     }
 
     fn route(&mut self, r: ObjRef, status: UdpRouteStatus) {
@@ -81,7 +84,7 @@ impl RenderSink for Publisher<'_> {
     }
 
     fn config_map(&mut self, key: ObjectKey, config_map: Owned<ConfigMap>) {
-        self.outputs.apply.write(|| ops::config_map_op(&key, &config_map), self.index);
+        self.outputs.mode.write_config_map(&key, &config_map, self.index);
     }
 }
 
@@ -89,7 +92,7 @@ impl Publisher<'_> {
     /// A route's or a class's status: shown, and written where the mode writes statuses.
     fn status(&mut self, status: SerializedStatus) {
         self.show_status(&status);
-        self.outputs.apply.write(|| ops::status_op(status), self.index);
+        self.outputs.mode.write_status(status, self.index);
     }
 }
 

@@ -32,7 +32,7 @@ impl Reconciler {
         }
         self.render_settled();
         self.publish_expired();
-        self.outputs.apply.flush();
+        self.outputs.mode.flush();
         self.outputs.readiness.set_ready();
     }
 

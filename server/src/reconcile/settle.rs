@@ -38,7 +38,7 @@ impl RenderSink for Settling<'_, '_> {
     fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
         let before = self.changes.len();
         let publisher = &mut *self.publisher;
-        publisher.outputs.apply.owned_changes(publisher.index, &key, &output, &mut self.changes);
+        publisher.outputs.mode.owned_changes(publisher.index, &key, &output, &mut self.changes);
         if self.changes.len() == before {
             // An earlier pass's result of it, if held, is superseded.
             self.held.remove(&key);

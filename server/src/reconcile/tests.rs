@@ -5,7 +5,9 @@ use super::*;
 use crate::admin::Readiness;
 use crate::metrics::OperatorMetrics;
 use crate::pipeline::ConfigSink;
-use crate::pipeline::apply::Apply;
+use crate::pipeline::cluster::Cluster;
+use crate::pipeline::mode::Mode;
+use crate::pipeline::standalone::Standalone;
 use crate::pipeline::service_wait::SERVICE_WAIT;
 use std::path::Path;
 use std::sync::Arc;
@@ -71,14 +73,14 @@ impl ConfigSink for Recorder {
 }
 
 /// The render loop's outputs, the configs recorded.
-fn outputs(apply: Apply) -> (Outputs, Arc<Recorder>) {
+fn outputs(mode: Box<dyn Mode>) -> (Outputs, Arc<Recorder>) {
     let sink = Arc::new(Recorder { store: ConfigStore::new(CdsMetrics::default()), published: Default::default() });
     let outputs = Outputs {
         store: sink.clone(),
         statuses: Arc::default(),
         metrics: OperatorMetrics::default(),
         readiness: Readiness::default(),
-        apply,
+        mode,
         nodes: NodeFeed::new(Arc::default()),
     };
     (outputs, sink)
@@ -94,7 +96,7 @@ struct Loop {
 impl Loop {
     /// Standalone mode: the operator's own objects go straight into the index.
     fn start() -> Loop {
-        Self::start_with(Apply::standalone())
+        Self::start_with(Box::new(Standalone::default()))
     }
 
     /// Cluster mode: owned objects are queued for a writer (never run here: the queue it
@@ -102,12 +104,12 @@ impl Loop {
     /// watchers would.
     fn start_in_cluster() -> (Loop, Writer) {
         let writer = Writer::new(Default::default());
-        (Self::start_with(Apply::cluster(writer.clone())), writer)
+        (Self::start_with(Box::new(Cluster::new(writer.clone()))), writer)
     }
 
-    fn start_with(apply: Apply) -> Loop {
+    fn start_with(mode: Box<dyn Mode>) -> Loop {
         let (tx, rx) = mpsc::channel(64);
-        let (outputs, sink) = outputs(apply);
+        let (outputs, sink) = outputs(mode);
         let (metrics, readiness) = (outputs.metrics.clone(), outputs.readiness.clone());
         tokio::spawn(Reconciler::new(RenderSettings::default(), THROTTLE, outputs).run(rx));
         Loop { tx, sink, metrics, readiness }

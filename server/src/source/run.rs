@@ -325,7 +325,7 @@ fn problems(report: &Rescan) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::metrics::OperatorMetrics;
-    use crate::pipeline::{ConfigSink, Outputs, apply::Apply};
+    use crate::pipeline::{ConfigSink, Outputs, standalone::Standalone};
     use crate::reconcile::Reconciler;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -387,7 +387,7 @@ mod tests {
             statuses: Arc::default(),
             metrics: metrics.clone(),
             readiness: Readiness::default(),
-            apply: Apply::standalone(),
+            mode: Box::new(Standalone::default()),
             nodes: NodeFeed::new(Arc::default()),
         };
         let (tx, rx) = mpsc::channel(64);

@@ -2,7 +2,7 @@
 //! running service (docs/auth-api.md has them side by side).
 
 use super::*;
-use crate::auth::params::{bind, parse_query};
+use crate::auth::params::bind;
 use std::time::{Duration, UNIX_EPOCH};
 use stunner_gateway::config::ListenerConfig;
 
@@ -47,7 +47,7 @@ fn at(now: u64, public_addr: Option<&str>) -> Context<'_> {
 fn get_with(path: &str, query: &str, configs: &[StunnerConfig], cx: Context<'_>) -> (u16, String) {
     let endpoint = if path == "/ice" { Endpoint::Ice } else { Endpoint::Turn };
     let configs: Vec<_> = configs.iter().collect();
-    let answer = match bind(endpoint, &parse_query(query)) {
+    let answer = match bind(endpoint, query) {
         Ok(params) => answer(endpoint, &params, &configs, cx),
         Err(e) => text(400, e.to_string()),
     };

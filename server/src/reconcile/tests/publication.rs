@@ -63,7 +63,7 @@ async fn standalone_publishes_only_the_settled_config() {
 /// the pass, and what was held of it goes.
 #[test]
 fn standalone_holds_a_gateway_only_while_its_service_changes_the_index() {
-    let (mut outputs, recorder) = outputs(Apply::standalone());
+    let (mut outputs, recorder) = outputs(Box::new(Standalone::default()));
     let mut index = Index::new();
     for change in quickstart() {
         change.apply_to(&mut index);
