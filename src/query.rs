@@ -100,13 +100,16 @@ fn unescape(s: &str) -> Result<String, QueryError> {
 mod tests {
     use super::*;
 
+    /// A query, the pairs Go decodes from it, and Go's error.
+    type Row<'a> = (&'a str, &'a [(&'a str, &'a str)], Option<QueryError>);
+
     /// Each row as Go 1.26's `url.ParseQuery` answers it (checked with a Go program); the
     /// comment says what `form_urlencoded::parse` makes of the same bytes where it differs.
     #[test]
     fn queries_decode_as_gos_parse_query() {
         let semicolon = Some(QueryError::Semicolon);
         let escape = |e: &str| Some(QueryError::Escape(e.into()));
-        let rows: [(&str, &[(&str, &str)], Option<QueryError>); 19] = [
+        let rows: [Row<'_>; 19] = [
             // form_urlencoded: ("a", "1;b=2").
             ("a=1;b=2", &[], semicolon.clone()),
             // form_urlencoded: ("a", "%zz").

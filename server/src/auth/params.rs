@@ -107,7 +107,10 @@ mod tests {
         assert_eq!(p, Params { namespace: Some("ns".into()), gateway: Some("gé".into()), ..Params::default() });
         // The dropped value does not count as a second one.
         assert_eq!(bound(Endpoint::Turn, "service=turn&service=%2").unwrap().service.as_deref(), Some("turn"));
-        assert_eq!(bound(Endpoint::Turn, "service=%zz").unwrap_err(), "Query argument service is required, but not found");
+        assert_eq!(
+            bound(Endpoint::Turn, "service=%zz").unwrap_err(),
+            "Query argument service is required, but not found"
+        );
     }
 
     #[test]
