@@ -10,9 +10,10 @@
 //! changed id (or that is patched for its node, after a node change), what a
 //! [`super::session::Session`] does after its own wake: takes what its [`Watch`] yields and
 //! writes it with one non-blocking `write`. Only a socket that would block gets more
-//! attention: its frames wait in its outbox until epoll says it is writable, and its watch is
-//! not read meanwhile, so it gets the latest version once it drains (latest wins, as with
-//! sessions). Reads (Pings, Closes), Pings of our own, write timeouts and shutdown are the
+//! attention: its frames wait in its [`Outbox`] (a frame, a Pong, a version per config and a
+//! Close at most, whatever the client sends meanwhile) until epoll says it is writable, and
+//! its watch is not read meanwhile, so it gets the latest version once it drains (latest wins,
+//! as with sessions). Reads (Pings, Closes), Pings of our own, write timeouts and shutdown are the
 //! same events the session handles, driven by the shard's epoll and one timer for all its
 //! connections.
 //!
@@ -21,6 +22,7 @@
 use super::clients::Registration;
 use super::connection::ConnectionPermit;
 use super::metrics::{CdsMetrics, WEBSOCKET};
+use super::outbox::{Flushed, Out, Outbox, Push, Sent};
 use super::session::{End, Inbox, READ_CHUNK, READS_PER_WAKE, Settings, WebSocketFrame};
 use super::store::{ChangedIds, ConfigStore, Scope};
 use super::watch::{Update, Watch};
@@ -29,7 +31,8 @@ use bytes::Bytes;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use prometheus_client::metrics::counter::Counter;
-use std::collections::{HashMap, HashSet, VecDeque};
+use prometheus_client::metrics::gauge::Gauge;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,59 +139,22 @@ struct Conn {
     _permit: Option<ConnectionPermit>,
 }
 
-/// Frames a connection could not take at once. Empty nearly always, and then it holds
-/// nothing but a null pointer (an idle watcher's memory is what a shard's connections cost).
-#[derive(Default)]
-struct Outbox(Option<Box<Waiting>>);
-
-/// What waits in an outbox, in order; the first frame partly written.
-struct Waiting {
-    frames: VecDeque<Out>,
-    written: usize,
-    /// When the first frame started to wait: the write timeout runs from here.
-    since: Instant,
+/// What a frame that went out whole is counted as.
+struct PushCounters {
+    pushes: Counter,
+    bytes: Counter,
 }
 
-impl Outbox {
-    fn is_empty(&self) -> bool {
-        self.0.is_none()
-    }
-
-    /// When the frame that waits now started to wait, if one does.
-    fn waiting_since(&self) -> Option<Instant> {
-        self.0.as_ref().map(|w| w.since)
-    }
-
-    /// Queues `out` behind what waits; the first frame to wait, `written` bytes of it already
-    /// sent, starts the write timeout now. Returns when the frame in front started to wait.
-    fn push(&mut self, out: Out, written: usize) -> Instant {
-        let waiting =
-            self.0.get_or_insert_with(|| Box::new(Waiting { frames: VecDeque::new(), written, since: Instant::now() }));
-        waiting.frames.push_back(out);
-        waiting.since
-    }
-}
-
-/// A frame for one connection: a config push (recorded as sent once written) or a control
-/// frame (a Pong, a Ping, a Close).
-enum Out {
-    Push { frame: Bytes, update: Update },
-    Control(Bytes),
-}
-
-impl Out {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Out::Push { frame, .. } | Out::Control(frame) => frame,
+impl PushCounters {
+    /// Bookkeeping of a frame that went out whole: a config push is counted and recorded as
+    /// sent to its client.
+    fn record(&self, client: &Registration, out: &Out) {
+        if let Out::Config(Push { update, .. }) = out {
+            client.sent(&update.snapshot);
+            self.pushes.inc();
+            self.bytes.inc_by(update.frame().len() as u64);
         }
     }
-}
-
-/// How one attempt to write a connection's outbox ended.
-enum Flushed {
-    All,
-    Blocked,
-    Broken,
 }
 
 struct Shard {
@@ -204,8 +170,9 @@ struct Shard {
 struct State {
     settings: Settings,
     metrics: CdsMetrics,
-    pushes: Counter,
-    push_bytes: Counter,
+    counters: PushCounters,
+    /// The bytes every outbox of the shard holds, in the process-wide gauge.
+    outbox_bytes: Gauge,
     shutdown: CancellationToken,
     closing: bool,
     conns: Vec<Option<Conn>>,
@@ -251,11 +218,13 @@ impl Shard {
         let poll =
             unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }.map_err(io::Error::from)?;
         let metrics = store.metrics.clone();
-        let pushes = metrics.pushes.get_or_create(&WEBSOCKET).clone();
-        let push_bytes = metrics.push_bytes.get_or_create(&WEBSOCKET).clone();
+        let counters = PushCounters {
+            pushes: metrics.pushes.get_or_create(&WEBSOCKET).clone(),
+            bytes: metrics.push_bytes.get_or_create(&WEBSOCKET).clone(),
+        };
         let state = State {
-            pushes,
-            push_bytes,
+            counters,
+            outbox_bytes: metrics.outbox_bytes.clone(),
             metrics,
             wake_at: Instant::now() + settings.ping_interval,
             settings,
@@ -338,22 +307,6 @@ impl Shard {
     }
 }
 
-/// Writes as much of `bytes` as the socket takes now: all of it, the count written before it
-/// would block, or `None` when the connection is broken.
-fn write_some(socket: &TcpStream, bytes: &[u8]) -> Option<usize> {
-    let mut written = 0;
-    while written < bytes.len() {
-        match (&*socket).write(&bytes[written..]) {
-            Ok(0) => return None,
-            Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    Some(written)
-}
-
 impl State {
     fn is_empty(&self) -> bool {
         self.conns.len() == self.free.len()
@@ -412,7 +365,7 @@ impl State {
                 return;
             }
             let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
-            self.send(slot, Out::Push { frame, update });
+            self.send(slot, Out::Config(Push { frame, update }));
         }
         // A change stored after the watch's subscription, which the shard may have been told
         // of before the connection was here, is not missed.
@@ -504,7 +457,7 @@ impl State {
                         break;
                     }
                     let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
-                    self.send(slot, Out::Push { frame, update });
+                    self.send(slot, Out::Config(Push { frame, update }));
                 }
             }
             Err(_) => self.leave(slot, End::ShuttingDown, None),
@@ -514,56 +467,28 @@ impl State {
     }
 
     /// Writes `out` to the connection in `slot` now if it has nothing waiting and takes it,
-    /// else queues it behind what waits.
+    /// else keeps it behind what waits (see [`Outbox`]).
     fn send(&mut self, slot: usize, out: Out) {
         let Some(conn) = self.conns[slot].as_mut() else { return };
-        if !conn.outbox.is_empty() {
-            conn.outbox.push(out, 0);
-            return;
-        }
-        let Some(written) = write_some(&conn.socket, out.bytes()) else {
-            return self.remove(slot, End::ClientClosed);
-        };
-        if written == out.bytes().len() {
-            self.record(slot, &out);
-            return;
-        }
-        let since = conn.outbox.push(out, written);
-        self.lower_wake(since + self.settings.write_timeout);
-    }
-
-    /// Bookkeeping of a frame that went out whole: a config push is counted and recorded as
-    /// sent to its client.
-    fn record(&self, slot: usize, out: &Out) {
-        if let (Out::Push { update, .. }, Some(conn)) = (out, &self.conns[slot]) {
-            conn.client.sent(&update.snapshot);
-            self.pushes.inc();
-            self.push_bytes.inc_by(update.frame().len() as u64);
+        let before = conn.outbox.held();
+        let sent = conn.outbox.send(out, &conn.socket);
+        self.outbox_bytes.inc_by(conn.outbox.held() as i64 - before as i64);
+        match sent {
+            Sent::Whole(out) => self.counters.record(&conn.client, &out),
+            Sent::Started(since) => self.lower_wake(since + self.settings.write_timeout),
+            Sent::Kept => {}
+            Sent::Broken => self.remove(slot, End::ClientClosed),
         }
     }
 
     /// Writes what waits in the outbox of `slot` as far as the socket takes it.
     fn flush(&mut self, slot: usize) -> Flushed {
-        loop {
-            let Some(conn) = self.conns[slot].as_mut() else { return Flushed::Broken };
-            let Some(waiting) = conn.outbox.0.as_mut() else { return Flushed::All };
-            let front = waiting.frames.front().expect("an outbox that waits holds a frame");
-            let rest = &front.bytes()[waiting.written..];
-            let Some(written) = write_some(&conn.socket, rest) else { return Flushed::Broken };
-            if written < rest.len() {
-                waiting.written += written;
-                return Flushed::Blocked;
-            }
-            let out = waiting.frames.pop_front().expect("the front frame");
-            waiting.written = 0;
-            // The next frame's write timeout starts now.
-            waiting.since = Instant::now();
-            if waiting.frames.is_empty() {
-                // Nothing waits: hold no queue.
-                conn.outbox = Outbox::default();
-            }
-            self.record(slot, &out);
-        }
+        let Some(conn) = self.conns[slot].as_mut() else { return Flushed::Broken };
+        let before = conn.outbox.held();
+        let counters = &self.counters;
+        let flushed = conn.outbox.flush(&conn.socket, |out| counters.record(&conn.client, &out));
+        self.outbox_bytes.inc_by(conn.outbox.held() as i64 - before as i64);
+        flushed
     }
 
     /// A readiness event for the connection in `slot`.
@@ -626,7 +551,7 @@ impl State {
             conn.last_heard = Instant::now();
         }
         if let Some(pong) = inbox.pong {
-            self.send(slot, Out::Control(pong));
+            self.send(slot, Out::Pong(pong));
         }
         if let Some(code) = inbox.close {
             self.leave(slot, End::ClientClosed, Some(close_frame(code)));
@@ -643,7 +568,7 @@ impl State {
         }
         let farewell = farewell.or_else(|| end.goodbye(&self.metrics));
         let Some(farewell) = farewell else { return self.remove_left(slot) };
-        self.send(slot, Out::Control(farewell));
+        self.send(slot, Out::Close(farewell));
         if let Some(conn) = self.conns[slot].as_mut() {
             conn.leaving = Some(end);
             if conn.outbox.is_empty() {
@@ -661,6 +586,7 @@ impl State {
     /// counted as a session's end is.
     fn remove(&mut self, slot: usize, end: End) {
         let Some(conn) = self.conns[slot].take() else { return };
+        self.outbox_bytes.dec_by(conn.outbox.held() as i64);
         if !matches!(end, End::ClientClosed) {
             end.goodbye(&self.metrics);
         }
@@ -704,7 +630,7 @@ impl State {
                     continue;
                 }
                 conn.next_ping = now + interval;
-                self.send(slot, Out::Control(ping_frame(b"keepalive")));
+                self.send(slot, Out::Ping(ping_frame(b"keepalive")));
             }
             if let Some(conn) = self.conns[slot].as_ref() {
                 next = next.min(conn.next_ping);

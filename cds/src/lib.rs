@@ -9,9 +9,10 @@
 //! 2. The transports, each putting configs on the wire in an [`store::Encoding`] of its own:
 //!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], [`session`], with frames of
 //!    our own making, [`websocket`]; TCP watches are served by a few shard loops, [`fanout`],
-//!    not a task each) and the gRPC API ([`grpc`]). What they know of the
-//!    connection a request came on is in [`connection`]; the DNS rebinding guards every
-//!    request passes first are in [`host`].
+//!    not a task each, which keep what a socket would not take at once in a bounded
+//!    [`outbox`]) and the gRPC API ([`grpc`]). What they know of the connection a request
+//!    came on is in [`connection`]; the DNS rebinding guards every request passes first are
+//!    in [`host`].
 //! 3. The listener, [`serve`]: accepts connections ([`listener`], which the daemon's other
 //!    servers share), hands each request to its transport, and owns every task, so shutdown
 //!    waits for all of them.
@@ -33,6 +34,7 @@ pub mod listener;
 pub mod metrics;
 pub mod nodes;
 pub mod opening;
+pub mod outbox;
 pub mod serve;
 pub mod session;
 pub mod store;

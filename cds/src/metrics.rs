@@ -102,6 +102,8 @@ pub struct CdsMetrics {
     pub(crate) client_acks: Family<AckLabel, Counter>,
     /// Watch clients on a config version other than the current one (sampled).
     pub(crate) stale_clients: Family<TransportLabel, Gauge>,
+    /// Bytes waiting in the outboxes of WebSocket watch clients whose sockets would block.
+    pub outbox_bytes: Gauge,
     /// Requests refused by `--cds-authorization`, by API and reason.
     pub(crate) refused_requests: Family<RefusedLabel, Counter>,
     /// From a version's store to its send to a client that was watching when it was stored.
@@ -137,6 +139,12 @@ impl CdsMetrics {
             "Watch clients on a config version other than the current one: a WebSocket client by the version it \
              was last sent, a gRPC client by the one it last applied",
             self.stale_clients.clone(),
+        );
+        r.register(
+            "outbox_bytes",
+            "Bytes waiting to be written to WebSocket watch clients whose sockets would block: per client at most \
+             the frame being written, one Pong, one version of each config and a Close",
+            self.outbox_bytes.clone(),
         );
         // Every series from the start: a dashboard or an alert on them sees 0, not nothing.
         for label in [WEBSOCKET, GRPC] {

@@ -1,7 +1,8 @@
 //! The writer's Prometheus metrics, with the Go operator's names, types and labels
 //! (operator-behavior.md §7): updates, resource operations, the updater's heartbeat and the
-//! leader election's status. Registered in both modes, so a standalone operator shows them at
-//! zero as upstream's does before its first write.
+//! leader election's status; and one of our own, the size of the writer's records. Registered
+//! in both modes, so a standalone operator shows them at zero as upstream's does before its
+//! first write.
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
@@ -64,6 +65,9 @@ pub struct WriterMetrics {
     /// 1 while this replica leads (it is the one that writes), 0 while it waits; absent in
     /// standalone mode, which writes nothing.
     pub(crate) leader: Family<LeaderLabels, Gauge>,
+    /// The objects and statuses the writer keeps a record of (not upstream's: see
+    /// docs/compatibility.md).
+    pub(crate) records: Gauge,
 }
 
 impl Default for WriterMetrics {
@@ -75,6 +79,7 @@ impl Default for WriterMetrics {
             resource_operations: Family::default(),
             updater_loop_last_active: FloatGauge::default(),
             leader: Family::default(),
+            records: Gauge::default(),
         }
     }
 }
@@ -100,6 +105,12 @@ impl WriterMetrics {
             "updater_loop_last_active_timestamp_seconds",
             "Unix time the updater last ran",
             self.updater_loop_last_active.clone(),
+        );
+        op.register(
+            "writer_records",
+            "Objects and statuses the writer keeps a record of (its last write, or the fields it owns as last seen), \
+             to skip writes that would change nothing; none of an object that is gone",
+            self.records.clone(),
         );
         let election = registry.sub_registry_with_prefix("leader_election");
         election.register("master_status", "Whether this replica leads (1) or not (0)", self.leader.clone());
@@ -128,6 +139,7 @@ mod tests {
             "stunner_gateway_operator_update_errors_total 0",
             "stunner_gateway_operator_resource_operations_total{scope=\"spec\",kind=\"Service\",operation=\"created\"} 1",
             "# TYPE stunner_gateway_operator_updater_loop_last_active_timestamp_seconds gauge",
+            "stunner_gateway_operator_writer_records 0",
             "leader_election_master_status{name=\"92062b70.l7mp.io\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");

@@ -25,6 +25,13 @@ use tokio::sync::watch;
 /// see the object at another resourceVersion (someone else changed or deleted it, or another
 /// leader wrote it), the entry is forgotten and the next render compares again: drift is
 /// repaired.
+///
+/// Nothing is kept of an object the watchers show gone: for the kinds they watch, an absence
+/// needs no record, for `live` shows it as long as it lasts. A delete the watchers confirm is
+/// forgotten, and a delete of an object they never showed (the other dataplane kind, which
+/// every render of a Gateway asks gone) is never recorded. So the records are of objects that
+/// exist (and of ConfigMaps, which nobody watches), and a Gateway that is gone, with its
+/// Service and dataplane, leaves none behind.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     /// Submitted by a render still under way.
@@ -37,6 +44,10 @@ pub(crate) struct Queue {
     owned: HashMap<Target, (Option<String>, FieldSet)>,
     /// The versions the route kinds are served in (`None`: the kind table's).
     served: Option<watch::Receiver<Served>>,
+    /// The targets of the batch the writer took last and has not answered for yet, each with
+    /// whether the watchers showed the object gone since: a write answered after that would
+    /// record an object nothing is left to forget.
+    taken: HashMap<Target, bool>,
 }
 
 /// A 64-bit digest of a write: a collision (odds 2^-64 per object) would skip one write.
@@ -64,7 +75,7 @@ impl Queue {
             let fields = owned.filter(|(seen, _)| *seen == version).map(|(_, fields)| fields);
             if let Some(version) = live::matches(live.as_ref(), fields.as_ref(), &target, &op) {
                 self.cancel(&target);
-                self.written(target, &op, version);
+                self.in_place(target, &op, version);
                 return false;
             }
         }
@@ -105,27 +116,63 @@ impl Queue {
 
     /// Takes every flushed write, in target order (statuses before objects, kinds in order).
     pub(crate) fn take(&mut self) -> BTreeMap<Target, Op> {
-        std::mem::take(&mut self.pending)
+        let batch = std::mem::take(&mut self.pending);
+        self.taken = batch.keys().map(|target| (target.clone(), false)).collect();
+        batch
     }
 
-    /// `op` was written, leaving the object at `version` (`None`: deleted).
+    /// `op` was written, leaving the object at `version` (`None`: deleted). Not recorded when
+    /// the watchers showed the object gone while the write was on its way: a record would
+    /// outlive the object (a write that made it again is seen by the watchers all the same).
     pub(crate) fn written(&mut self, target: Target, op: &Op, version: Option<String>) {
+        if self.taken.remove(&target) == Some(true) {
+            self.forget(&target);
+        } else {
+            self.record(target, op, version);
+        }
+    }
+
+    /// The watchers show `op` in place, at `version` (`None`: absent, which needs no record).
+    fn in_place(&mut self, target: Target, op: &Op, version: Option<String>) {
+        match version {
+            Some(_) => self.record(target, op, version),
+            None => self.forget(&target),
+        }
+    }
+
+    fn record(&mut self, target: Target, op: &Op, version: Option<String>) {
         self.owned.remove(&target);
         self.applied.insert(target, (digest(op), version));
+    }
+
+    fn forget(&mut self, target: &Target) {
+        self.owned.remove(target);
+        self.applied.remove(target);
+    }
+
+    /// The objects and statuses the queue keeps a record of: its last write, or our field
+    /// manager's fields as last seen.
+    pub(crate) fn records(&self) -> usize {
+        self.applied.len() + self.owned.len()
     }
 
     /// The watchers saw object `key` of `kind` as `live` (`None`: deleted), with its managed
     /// fields. Unless at the version our last write left, what we wrote is no longer what is
     /// there; a queued write the object already matches (another leader wrote it) is dropped.
+    /// An object shown gone leaves no record (see [`Queue`]).
     pub(crate) fn observed(&mut self, kind: WriteKind, key: &ObjectKey, live: Option<&Resource>) {
         let version = live.and_then(|r| r.meta().resource_version.clone());
         let api_version = self.api_version(kind);
         let entries = live.and_then(|r| r.meta().managed_fields.as_deref());
         let owned = entries.map(|e| Owned::of(e, FIELD_MANAGER, &api_version));
         let Owned { main, status } = owned.unwrap_or_default();
+        let gone = live.is_none() && kind.watched().is_some();
         for (scope, fields) in [(Scope::Status, status), (Scope::Spec, main)] {
             let target = Target { scope, kind, key: key.clone() };
-            let ours = self.applied.get(&target).is_some_and(|(_, written)| *written == version);
+            if gone && let Some(gone_since_taken) = self.taken.get_mut(&target) {
+                *gone_since_taken = true;
+            }
+            let ours = !gone && self.applied.get(&target).is_some_and(|(_, written)| *written == version);
             if !ours {
                 self.applied.remove(&target);
             }
@@ -135,7 +182,7 @@ impl Queue {
                 && let Some(op) = self.staged.remove(&target).or_else(|| self.pending.remove(&target))
             {
                 self.pending.remove(&target);
-                self.written(target, &op, at);
+                self.in_place(target, &op, at);
             } else if let Some(fields) = fields.filter(|_| !ours) {
                 self.owned.insert(target, (version.clone(), fields));
             } else {
@@ -146,6 +193,7 @@ impl Queue {
 
     /// `op` could not be written: queue it again, unless something newer was queued.
     pub(crate) fn failed(&mut self, target: Target, op: Op) {
+        self.taken.remove(&target);
         self.pending.entry(target).or_insert(op);
     }
 }
@@ -153,8 +201,9 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Service;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
     use serde_json::json;
 
     fn spec(kind: WriteKind, key: &ObjectKey) -> Target {
@@ -324,8 +373,107 @@ mod tests {
         let mut q = Queue::default();
         let t = spec(WriteKind::DaemonSet, &ObjectKey::new("ns", "gw"));
         assert!(!q.submit(t.clone(), Op::Delete, none), "none there: nothing to delete");
+        assert_eq!(q.records(), 0, "an absence the watchers show is not recorded");
         let mut q = Queue::default();
         let lingering = || Some(Resource::DaemonSet(Default::default()));
         assert!(q.submit(t, Op::Delete, |_| lingering()));
+    }
+
+    /// `kind` object `key` as the watchers show it at `version`.
+    fn seen(kind: WriteKind, key: &ObjectKey, version: &str) -> Resource {
+        let metadata = ObjectMeta {
+            name: Some(key.name.to_string()),
+            namespace: Some(key.namespace.to_string()),
+            resource_version: Some(version.into()),
+            ..Default::default()
+        };
+        match kind {
+            WriteKind::Service => Service { metadata, ..Default::default() }.into(),
+            WriteKind::Deployment => Deployment { metadata, ..Default::default() }.into(),
+            other => panic!("no sample object of {other:?}"),
+        }
+    }
+
+    /// Writes what the queue holds, each write leaving its object at the next version.
+    fn write_all(q: &mut Queue, versions: &mut u32) {
+        q.flush();
+        for (target, op) in q.take() {
+            *versions += 1;
+            let version = matches!(op, Op::Apply(_)).then(|| versions.to_string());
+            q.written(target, &op, version);
+        }
+    }
+
+    /// Issue #56: a Gateway's life, from the writer's side. While it is there, its Service and
+    /// Deployment are on record (the DaemonSet every render asks gone never is); once it is
+    /// deleted and the watchers show its objects gone, nothing is, however many Gateways came
+    /// and went.
+    #[test]
+    fn a_gateway_that_is_gone_leaves_no_record() {
+        let mut q = Queue::default();
+        let mut versions = 0;
+        for round in 0..3 {
+            for i in 0..100 {
+                let key = ObjectKey::new("ns", format!("gw-{i}"));
+                for kind in [WriteKind::Service, WriteKind::Deployment] {
+                    q.submit(spec(kind, &key), apply(round), none);
+                }
+                assert!(!q.submit(spec(WriteKind::DaemonSet, &key), Op::Delete, none));
+            }
+            write_all(&mut q, &mut versions);
+            assert_eq!(q.records(), 200, "round {round}: two objects of each Gateway on record");
+            // The writes come back through the watchers; the Gateways are deleted, and the
+            // render asks their objects gone, which the watchers still show.
+            for i in 0..100 {
+                let key = ObjectKey::new("ns", format!("gw-{i}"));
+                for kind in [WriteKind::Service, WriteKind::Deployment] {
+                    let at = q.applied[&spec(kind, &key)].1.clone().expect("written at a version");
+                    let live = seen(kind, &key, &at);
+                    q.observed(kind, &key, Some(&live));
+                    assert!(q.submit(spec(kind, &key), Op::Delete, |_| Some(live.clone())));
+                }
+                q.submit(spec(WriteKind::DaemonSet, &key), Op::Delete, none);
+            }
+            write_all(&mut q, &mut versions);
+            assert_eq!(q.records(), 200, "deleted: on record until the watchers show it");
+            for i in 0..100 {
+                let key = ObjectKey::new("ns", format!("gw-{i}"));
+                for kind in [WriteKind::Service, WriteKind::Deployment] {
+                    q.observed(kind, &key, None);
+                    assert!(!q.submit(spec(kind, &key), Op::Delete, none), "gone: nothing to delete");
+                }
+            }
+            assert_eq!(q.records(), 0, "round {round}: nothing left of the Gateways");
+        }
+    }
+
+    /// A delete answered after the watchers showed the object gone (someone else deleted it
+    /// first; the writer's 404 counts as done) is not recorded: nothing would forget it.
+    #[test]
+    fn a_write_answered_after_the_object_was_seen_gone_is_not_recorded() {
+        let mut q = Queue::default();
+        let key = ObjectKey::new("ns", "gw");
+        let (service, deployment) = (spec(WriteKind::Service, &key), spec(WriteKind::Deployment, &key));
+        let (live_service, live_deployment) =
+            (seen(WriteKind::Service, &key, "5"), seen(WriteKind::Deployment, &key, "6"));
+        q.submit(service.clone(), Op::Delete, |_| Some(live_service.clone()));
+        q.submit(deployment.clone(), apply(1), |_| Some(live_deployment.clone()));
+        q.flush();
+        let batch = q.take();
+        q.observed(WriteKind::Service, &key, None);
+        q.observed(WriteKind::Deployment, &key, None);
+        for (target, op) in batch {
+            let version = matches!(op, Op::Apply(_)).then(|| "7".to_string());
+            q.written(target, &op, version);
+        }
+        assert_eq!(q.records(), 0);
+        assert!(!q.submit(service, Op::Delete, none), "gone: not deleted again");
+        // A write of the next batch is recorded as ever.
+        q.submit(deployment.clone(), apply(2), none);
+        q.flush();
+        for (target, op) in q.take() {
+            q.written(target, &op, Some("8".into()));
+        }
+        assert!(q.is_written(&deployment, &apply(2)));
     }
 }

@@ -78,19 +78,20 @@ impl Writer {
     /// [`super::ops`]), unless `index` shows them in place already: the writer takes them at
     /// the next [`Self::flush`], all of one render at once.
     pub fn stage(&self, ops: impl IntoIterator<Item = (Target, Op)>, index: &Index) {
-        let mut queue = self.lock();
-        for (target, op) in ops {
-            let labels = labels(&target, "suppressed");
-            let live = |t: &Target| index.get(&ObjRef::new(t.kind.watched()?, t.key.clone()));
-            if !queue.submit(target, op, live) {
-                self.count(labels);
+        self.with_queue(|queue| {
+            for (target, op) in ops {
+                let labels = labels(&target, "suppressed");
+                let live = |t: &Target| index.get(&ObjRef::new(t.kind.watched()?, t.key.clone()));
+                if !queue.submit(target, op, live) {
+                    self.count(labels);
+                }
             }
-        }
+        });
     }
 
     /// Hands the staged writes to the writer: the end of a render.
     pub fn flush(&self) {
-        if self.lock().flush() {
+        if self.with_queue(Queue::flush) {
             // Only a waiting writer needs waking: one that is not waiting takes the queue next.
             self.shared.wake.notify_waiters();
         }
@@ -108,28 +109,34 @@ impl Writer {
     /// calls it with every change before applying it to the index, so the next
     /// [`Self::submit`] already knows what is in place.
     pub fn observe<'a>(&self, seen: impl IntoIterator<Item = (ObjRef, Option<&'a Resource>)>) {
-        let mut queue = self.lock();
-        for (object, live) in seen {
-            if let Some(kind) = WriteKind::of(object.kind) {
-                queue.observed(kind, &object.key, live);
+        self.with_queue(|queue| {
+            for (object, live) in seen {
+                if let Some(kind) = WriteKind::of(object.kind) {
+                    queue.observed(kind, &object.key, live);
+                }
             }
-        }
+        });
     }
 
     /// Takes what is queued, for tests of what the render loop hands the writer.
     #[cfg(any(test, feature = "testing"))]
     pub fn take_queued(&self) -> Vec<super::ops::Target> {
-        let mut queue = self.lock();
-        queue.flush();
-        queue.take().into_keys().collect()
+        self.with_queue(|queue| {
+            queue.flush();
+            queue.take().into_keys().collect()
+        })
     }
 
     fn count(&self, labels: ResourceOperationLabels) {
         self.shared.metrics.resource_operations.get_or_create(&labels).inc();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.shared.queue.lock().unwrap_or_else(|e| e.into_inner())
+    /// Runs `f` on the queue, then shows how many records it keeps in the records gauge.
+    fn with_queue<R>(&self, f: impl FnOnce(&mut Queue) -> R) -> R {
+        let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let result = f(&mut queue);
+        self.shared.metrics.records.set(i64::try_from(queue.records()).unwrap_or(i64::MAX));
+        result
     }
 
     /// Drains the queue into `sink` while `leader` is true, until `shutdown`; then, still
@@ -171,7 +178,7 @@ impl Writer {
 
     /// Writes everything queued; returns whether some write failed.
     async fn write_pending(&self, sink: &impl Sink, leader: &watch::Receiver<bool>) -> bool {
-        let batch = self.lock().take();
+        let batch = self.with_queue(Queue::take);
         if batch.is_empty() {
             return false;
         }
@@ -179,23 +186,23 @@ impl Writer {
         let mut failed = false;
         for (target, op) in batch {
             if !*leader.borrow() {
-                self.lock().failed(target, op); // no longer ours to write: keep it for later
+                self.with_queue(|q| q.failed(target, op)); // no longer ours to write: keep it for later
                 continue;
             }
             // Queued again by a render while the same content was being written (a combo's
             // objects arrive one by one, each rendered at once): written now, not twice.
-            if self.lock().is_written(&target, &op) {
+            if self.with_queue(|q| q.is_written(&target, &op)) {
                 self.count(labels(&target, "suppressed"));
                 continue;
             }
             match self.write(sink, &target, &op).await {
-                Ok(version) => self.lock().written(target, &op, version),
+                Ok(version) => self.with_queue(|q| q.written(target, &op, version)),
                 Err(e) => {
                     let (kind, scope) = (target.kind.name(), target.scope.name());
                     failed = true;
                     if e.transient {
                         tracing::warn!(kind, object = %target.key, scope, error = %e, "write failed; will retry");
-                        self.lock().failed(target, op);
+                        self.with_queue(|q| q.failed(target, op));
                     } else {
                         // As upstream: logged and dropped (e.g. the status of an object deleted
                         // meanwhile); the next render that changes it tries again.

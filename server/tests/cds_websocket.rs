@@ -442,7 +442,11 @@ async fn unread_watch(addr: SocketAddr) -> TcpStream {
 /// Opens a watch by hand, sending `early` in the same write as the request. Returns the socket
 /// and what followed the 101 response's headers.
 async fn raw_watch(addr: SocketAddr, path: &str, early: &[u8]) -> (TcpStream, Vec<u8>) {
-    let mut sock = TcpStream::connect(addr).await.unwrap();
+    upgrade(TcpStream::connect(addr).await.unwrap(), addr, path, early).await
+}
+
+/// [`raw_watch`] on a connected socket.
+async fn upgrade(mut sock: TcpStream, addr: SocketAddr, path: &str, early: &[u8]) -> (TcpStream, Vec<u8>) {
     let mut request = format!(
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -639,4 +643,75 @@ async fn silent_clients_are_pinged_then_dropped() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     s.store.upsert(config("ns/gw", "r"));
     assert_eq!(alive.await.unwrap().auth.realm, "r", "the client that answers is still served");
+}
+
+/// The process's resident memory, in KiB (for the record: the outbox's own count is what the
+/// test holds to).
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue #56: a client that sends Pings without pause and reads a little now and then, enough
+/// to take a frame within the write timeout, for several write timeouts. Each read of its
+/// Pings asks for a Pong behind the write that blocks; the server keeps only the latest, so
+/// what waits for the client stays a frame and a Pong, and the client is served on.
+#[tokio::test]
+async fn a_client_that_pings_on_and_reads_slowly_holds_a_frame_and_a_pong_at_most() {
+    // Long enough for the client to drain half the server's send buffer (256 KiB, doubled by
+    // Linux), after which the kernel says the socket is writable again.
+    const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+    // The frame on its way and one Pong (125 bytes of payload, the most a Ping carries).
+    const BOUND: i64 = 2 * 127;
+    let s = start(with_write_timeout(WRITE_TIMEOUT)).await;
+    s.store.upsert(config("ns/gw", "r"));
+    let (sock, _) = raw_watch_with_receive_buffer(s.addr, 4096).await;
+    let (mut rx, mut tx) = sock.into_split();
+    let ping = [&[0x89, 0x80 | 125, 0, 0, 0, 0][..], &[b'p'; 125]].concat();
+    let pings = ping.repeat(64);
+    let pinger = tokio::spawn(async move { while tx.write_all(&pings).await.is_ok() {} });
+    let held = || s.metrics.outbox_bytes.get();
+    let rss_before = rss_kib();
+    let (mut most, mut waited, mut samples, mut read) = (0, 0, 0, 0);
+    // At most 800 KiB/s: enough for the write timeout, far less than the Pongs the client asks.
+    let mut chunk = [0u8; 8192];
+    let started = tokio::time::Instant::now();
+    while started.elapsed() < WRITE_TIMEOUT * 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let n = tokio::time::timeout(Duration::from_secs(10), rx.read(&mut chunk)).await.expect("a Pong in time");
+        let n = n.expect("the connection is open");
+        assert!(n > 0, "the server closed the connection after {read} bytes, {:?}", started.elapsed());
+        read += n;
+        let now = held();
+        most = most.max(now);
+        waited += usize::from(now > 0);
+        samples += 1;
+    }
+    pinger.abort();
+    let rss_after = rss_kib();
+    eprintln!(
+        "read {read} bytes in {:?}; outbox: at most {most} bytes, waiting at {waited} of {samples} samples; RSS {rss_before} -> {rss_after} KiB",
+        started.elapsed()
+    );
+    assert!(waited > 0, "the server's writes never blocked: the test did not test");
+    assert_eq!(s.metrics.dropped_clients.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get(), 0);
+    assert!(most <= BOUND, "{most} bytes waited for one client, more than a frame and a Pong");
+    drop(rx);
+    for _ in 0..100 {
+        if held() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(held(), 0, "the connection's outbox went with it");
+}
+
+/// [`raw_watch`] of ns/gw on a socket with a receive buffer of `bytes` (the server's writes to
+/// it block as soon as the client stops reading for a moment).
+async fn raw_watch_with_receive_buffer(addr: SocketAddr, bytes: u32) -> (TcpStream, Vec<u8>) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(bytes).unwrap();
+    let sock = socket.connect(addr).await.unwrap();
+    upgrade(sock, addr, "/api/v1/configs/ns/gw?watch=true", b"").await
 }

@@ -632,6 +632,14 @@ impl Operator {
         log[log.len().saturating_sub(n)..].join("\n")
     }
 
+    /// The process's resident memory (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let pid = self.child.id().expect("the operator runs");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS in /proc/PID/status");
+        line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("VmRSS in KiB")
+    }
+
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
