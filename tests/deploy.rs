@@ -304,6 +304,8 @@ fn default_dataplane() -> Value {
         "metadata": {"name": "default"},
         "spec": {
             "replicas": 1,
+            // A draining pod stays Ready and keeps its calls (docs/upgrade.md, "Scale-down").
+            "args": ["-w", "--udp-thread-num=16", "--force-ready-status"],
             "resources": {
                 "limits": {"cpu": "250m", "memory": "120Mi"},
                 "requests": {"cpu": "250m", "memory": "120Mi"},
@@ -1098,7 +1100,7 @@ stunnerAuthService:
     let spec = &find(&objs, "Dataplane", "default")["spec"];
     assert_eq!((spec["replicas"].as_i64(), spec["image"].as_str()), (Some(2), Some("registry.example/stunnerd:1.2.1")));
     assert_eq!((spec["imagePullPolicy"].as_str(), spec["hostNetwork"].as_bool()), (None, Some(true)));
-    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--log-format=json"]));
+    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--force-ready-status", "--log-format=json"]));
     assert_eq!(spec["terminationGracePeriodSeconds"], 60, "this chart's default where the file says nothing");
 
     // Refused, naming the key.
