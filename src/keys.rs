@@ -41,5 +41,10 @@ pub(crate) const TARGET_PORT: &str = "stunner.l7mp.io/targetport";
 /// was adopted; see `render::adopt`.
 pub(crate) const ADOPTED_CONFIG: &str = "stunner.l7mp.io/adopted-config";
 
+/// Annotation on each STUNner CRD: the release of the operator (and chart) whose types it was
+/// generated from. The operator's `--install-crds` compares it with the live CRD's and never
+/// applies an older schema over a newer one (docs/upgrade.md).
+pub const CRD_BUNDLE_VERSION: &str = "stunner.l7mp.io/bundle-version";
+
 /// The dataplane's environment variable naming its config discovery server.
 pub(crate) const CONFIG_ORIGIN_ENV: &str = "STUNNER_CONFIG_ORIGIN";

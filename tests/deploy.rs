@@ -198,6 +198,16 @@ fn expected_objects() -> BTreeSet<(String, String)> {
     .collect()
 }
 
+/// What the chart renders besides [`expected_objects`]: its crds/ in the ConfigMap that
+/// `installCrds` (on by default) has the operator apply.
+fn chart_objects() -> BTreeSet<(String, String)> {
+    let mut objects = expected_objects();
+    objects.insert(("ConfigMap".into(), CRDS_CONFIG_MAP.into()));
+    objects
+}
+
+const CRDS_CONFIG_MAP: &str = "stunner-gateway-operator-crds";
+
 /// The objects besides the CRDs and the Gateway API bundle.
 fn non_crd_objects(objs: &[Value]) -> BTreeSet<(String, String)> {
     objs.iter().filter(|o| o["kind"] != "CustomResourceDefinition" && !is_gateway_api(o)).map(kind_name).collect()
@@ -333,6 +343,8 @@ fn default_dataplane() -> Value {
             "replicas": 1,
             "image": format!("docker.io/l7mp/stunnerd:{}", interop_stunner_version()),
             "imagePullPolicy": "IfNotPresent",
+            // A draining pod stays Ready and keeps its calls (docs/upgrade.md, "Scale-down").
+            "args": ["-w", "--udp-thread-num=16", "--force-ready-status"],
             "resources": {
                 "limits": {"cpu": 2, "memory": "512Mi"},
                 "requests": {"cpu": "500m", "memory": "128Mi"},
@@ -369,7 +381,7 @@ fn helm_template_defaults() {
         return;
     }
     let objs = helm(&[]);
-    assert_eq!(non_crd_objects(&objs), expected_objects());
+    assert_eq!(non_crd_objects(&objs), chart_objects());
     assert_eq!(crds_of(&objs), deploy_crds(), "the chart's crds/ are deploy/crds");
     assert_namespaces(&objs, NAMESPACE);
     check_operator_pod(&objs, NAMESPACE);
@@ -546,7 +558,8 @@ fn helm_prometheus_rule_and_grafana_dashboard_only_when_enabled() {
         return;
     }
     let defaults = helm(&[]);
-    assert!(!has(&defaults, "PrometheusRule") && !has(&defaults, "ConfigMap"));
+    let dashboard = |o: &Value| o["kind"] == "ConfigMap" && o["metadata"]["name"] != CRDS_CONFIG_MAP;
+    assert!(!has(&defaults, "PrometheusRule") && !defaults.iter().any(dashboard));
     let objs = helm(&["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true"]);
     assert_ships_the_checked_monitoring(&objs, "");
     let elsewhere = helm(&["metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring"]);
@@ -638,7 +651,7 @@ fn helm_package_includes_the_symlinked_crds() {
     let objs = documents(&deploytool(&["helm-template", tgz.trim()]));
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(crds_of(&objs), deploy_crds());
-    assert_eq!(non_crd_objects(&objs), expected_objects());
+    assert_eq!(non_crd_objects(&objs), chart_objects());
     assert_eq!(gateway_api_of(&objs), gateway_api_bundle("standard"), "the subcharts are packaged");
 }
 
@@ -655,7 +668,7 @@ fn kustomize_build() {
     assert_namespaces(&objs, NAMESPACE);
     check_operator_pod(&objs, NAMESPACE);
     check_network_policy(&objs);
-    assert_eq!(args(&objs), ["--leader-elect", "--auth-bind-address=:8088"]);
+    assert_eq!(args(&objs), ["--leader-elect", "--install-crds", "--auth-bind-address=:8088"]);
     assert_eq!(find(&objs, "Deployment", OPERATOR)["spec"]["replicas"], 2);
     assert_eq!(find(&objs, "Dataplane", "default"), &default_dataplane());
     // `kubectl apply -k deploy/crds`, the first install step (docs/deploy.md).
@@ -750,14 +763,18 @@ fn chart_and_manifests_grant_the_same_rbac() {
     }
 }
 
-/// `(apiGroup, resource) -> verbs` granted by the rules of `role`.
+/// The strings of a rule's list `field`.
+fn rule_strings(rule: &Value, field: &str) -> Vec<String> {
+    rule[field].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+}
+
+/// `(apiGroup, resource) -> verbs` granted by the rules of `role` on every object of a kind
+/// (the rules for named objects alone are [`named_grants`]).
 fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut grants: BTreeMap<_, BTreeSet<String>> = BTreeMap::new();
-    for rule in role["rules"].as_array().unwrap() {
-        let strings = |field: &str| -> Vec<String> {
-            rule[field].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
-        };
-        assert!(rule["resourceNames"].is_null() && rule["nonResourceURLs"].is_null());
+    for rule in role["rules"].as_array().unwrap().iter().filter(|r| r["resourceNames"].is_null()) {
+        let strings = |field: &str| rule_strings(rule, field);
+        assert!(rule["nonResourceURLs"].is_null());
         for group in strings("apiGroups") {
             for resource in strings("resources") {
                 grants.entry((group.clone(), resource)).or_default().extend(strings("verbs"));
@@ -765,6 +782,63 @@ fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
         }
     }
     grants
+}
+
+/// The rules of `role` restricted to named objects: (apiGroups, resources, names, verbs).
+type NamedGrant = (Vec<String>, Vec<String>, BTreeSet<String>, BTreeSet<String>);
+
+fn named_grants(role: &Value) -> Vec<NamedGrant> {
+    let rules = role["rules"].as_array().unwrap().iter().filter(|r| !r["resourceNames"].is_null());
+    rules
+        .map(|r| {
+            let set = |field: &str| rule_strings(r, field).into_iter().collect::<BTreeSet<_>>();
+            (rule_strings(r, "apiGroups"), rule_strings(r, "resources"), set("resourceNames"), set("verbs"))
+        })
+        .collect()
+}
+
+/// `--install-crds` (k8s/src/crds/): the manifests run it with the CRDs built into the image,
+/// the chart (`installCrds`, on by default) with its own crds/ from a ConfigMap whose checksum
+/// rolls the operator; either way the operator may get, create and patch STUNner's four CRDs
+/// by name and no other CRD. `installCrds=false` drops the flag, the ConfigMap and the rule.
+#[test]
+fn install_crds_in_the_manifests_and_the_chart() {
+    if !deploytool_built() {
+        return;
+    }
+    let text = source("k8s/src/crds/mod.rs");
+    assert!(text.contains("api.get_opt(") && text.contains("Patch::Apply("), "crds/ gets and server-side applies");
+    let names = stunner_gateway::resources::crds().into_iter().map(|c| c.metadata.name.unwrap()).collect();
+    let verbs = ["create", "get", "patch"].map(String::from).into();
+    let expected: Vec<NamedGrant> =
+        vec![(vec!["apiextensions.k8s.io".into()], vec!["customresourcedefinitions".into()], names, verbs)];
+    let plain = kustomize(&manifests());
+    assert_eq!(named_grants(find(&plain, "ClusterRole", OPERATOR)), expected);
+    assert!(args(&plain).contains(&"--install-crds".to_string()));
+
+    let chart = helm(&[]);
+    assert_eq!(named_grants(find(&chart, "ClusterRole", OPERATOR)), expected);
+    let dir = "/etc/stunner-gateway-operator/crds";
+    let a = args(&chart);
+    assert!(a.contains(&"--install-crds".to_string()) && a.contains(&format!("--crd-dir={dir}")), "{a:?}");
+    let data = &find(&chart, "ConfigMap", CRDS_CONFIG_MAP)["data"];
+    let files = stunner_gateway::resources::crd_files();
+    assert_eq!(data.as_object().unwrap().len(), files.len());
+    for file in files {
+        assert_eq!(data[&file.name], file.yaml.as_str(), "{}", file.name);
+    }
+    let container = operator_container(&chart);
+    assert_eq!(container["volumeMounts"], json!([{"name": "crds", "mountPath": dir, "readOnly": true}]));
+    let pod = &find(&chart, "Deployment", OPERATOR)["spec"]["template"];
+    assert_eq!(pod["spec"]["volumes"], json!([{"name": "crds", "configMap": {"name": CRDS_CONFIG_MAP}}]));
+    let checksum = pod["metadata"]["annotations"]["checksum/crds"].as_str().unwrap_or_default();
+    assert_eq!(checksum.len(), 64, "{pod}");
+
+    let off = helm(&["installCrds=false"]);
+    assert!(named_grants(find(&off, "ClusterRole", OPERATOR)).is_empty());
+    assert!(!args(&off).iter().any(|a| a.contains("crd")), "{:?}", args(&off));
+    assert_eq!(non_crd_objects(&off), expected_objects());
+    assert_eq!(crds_of(&off), deploy_crds(), "Helm still installs crds/ on the first install");
 }
 
 fn allows(grants: &BTreeMap<(String, String), BTreeSet<String>>, group: &str, resource: &str, verb: &str) -> bool {
@@ -1060,7 +1134,7 @@ stunnerAuthService:
     let spec = &find(&objs, "Dataplane", "default")["spec"];
     assert_eq!((spec["replicas"].as_i64(), spec["image"].as_str()), (Some(2), Some("registry.example/stunnerd:1.2.1")));
     assert_eq!((spec["imagePullPolicy"].as_str(), spec["hostNetwork"].as_bool()), (Some("IfNotPresent"), Some(true)));
-    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--log-format=json"]));
+    assert_eq!(spec["args"], json!(["-w", "--udp-thread-num=16", "--force-ready-status", "--log-format=json"]));
     assert_eq!(spec["terminationGracePeriodSeconds"], 3600, "this chart's default where the file says nothing");
 
     // Refused, naming the key.

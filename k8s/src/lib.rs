@@ -5,8 +5,10 @@
 //! watchers show in place already ([`live`], with the fields our manager owns there:
 //! [`owned_fields`]). [`pods`] indexes the dataplane pods' IPs for CDS
 //! authorization, [`review`] checks CDS clients' bearer tokens, [`nodes`] keeps the CDS's node
-//! address table in step with the Nodes.
+//! address table in step with the Nodes. [`crds`] applies STUNner's own CRDs at start
+//! (`--install-crds`), never over newer ones, and waits until they are Established.
 
+pub mod crds;
 pub mod lease;
 pub mod live;
 pub mod metrics;

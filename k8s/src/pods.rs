@@ -5,7 +5,8 @@
 //! template (src/render/deployment.rs) and keeps those that are what such an object runs: in
 //! the Gateway's own namespace (their pods live in their namespace, so a pod elsewhere that
 //! claims the Gateway is lying), controlled by a ReplicaSet of the Gateway's Deployment or by
-//! the Gateway's DaemonSet, and running.
+//! the Gateway's DaemonSet, and running. A pod that terminates stays Running while it drains
+//! its TURN allocations (up to its grace period) and keeps its authorization until it is gone.
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -157,6 +158,18 @@ mod tests {
         assert_eq!(dataplane_pod(&owned_pod("team-a", ours("team-a"), "DaemonSet", "gw-a-x", "Running")), None);
         assert_eq!(dataplane_pod(&owned_pod("team-a", ours("team-a"), "DaemonSet", "other", "Running")), None);
         assert_eq!(dataplane_pod(&owned_pod("team-a", ours("team-a"), "StatefulSet", "gw-a", "Running")), None);
+    }
+
+    /// A pod draining its allocations after a scale-down (issue #57) is Running with a deletion
+    /// timestamp, for up to its grace period: it keeps its authorization until it is gone.
+    #[test]
+    fn a_terminating_pod_stays_indexed_until_it_is_gone() {
+        let mut draining = pod("team-a", ours("team-a"), "gw-a-5d8f9", "Running");
+        draining.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        draining.metadata.deletion_grace_period_seconds = Some(3600);
+        let p = dataplane_pod(&draining).expect("a draining pod is still a dataplane pod");
+        assert_eq!(p.gateway, ConfigId::new("team-a", "gw-a"));
     }
 
     #[test]

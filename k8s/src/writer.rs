@@ -101,7 +101,7 @@ impl Writer {
     /// through: what it reads of our field manager's applies counts only at those versions.
     /// Before, and in tests, the kind table's versions count.
     pub(crate) fn follow_served(&self, served: watch::Receiver<Served>) {
-        self.lock().follow_served(served);
+        self.with_queue(|queue| queue.follow_served(served));
     }
 
     /// Tells the writer what the watchers saw of objects it may have written (see

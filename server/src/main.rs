@@ -14,7 +14,7 @@ use stunner_gateway_cds::authz::{self, Authorizer, DataplaneIndex};
 use stunner_gateway_cds::{self as cds, CdsMetrics, ConfigStore, Opening, ServerSettings};
 use stunner_gateway_k8s::metrics::WriterMetrics;
 use stunner_gateway_k8s::nodes::NodeFeed;
-use stunner_gateway_k8s::{self as cluster, lease, review::KubeTokenReviewer, writer::Writer};
+use stunner_gateway_k8s::{self as cluster, crds, lease, review::KubeTokenReviewer, writer::Writer};
 use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cli::Args;
@@ -50,6 +50,12 @@ async fn operator() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     let operator_metrics = OperatorMetrics::default();
     let writer_metrics = WriterMetrics::default();
+    if args.crd_dir.is_some() && !args.install_crds {
+        bail!("--crd-dir needs --install-crds");
+    }
+    if args.standalone.is_some() && args.install_crds {
+        bail!("--install-crds needs a cluster; it cannot be used with --standalone");
+    }
     // The source first: an unreadable directory or an unreachable API server is a start-up error.
     let mode = match &args.standalone {
         Some(dir) => Mode::Standalone(
@@ -57,8 +63,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot read --standalone directory {}", dir.display()))?
                 .with_budget(Budget { max_bytes: args.standalone_max_bytes, max_objects: args.standalone_max_objects }),
         ),
-        None => Mode::Cluster(cluster::connect().await?, Writer::new(writer_metrics.clone())),
+        None => {
+            let client = cluster::connect().await?;
+            install_crds(&args, &client).await?;
+            Mode::Cluster(client, Writer::new(writer_metrics.clone()))
+        }
     };
+
     // The operator's own namespace: where its Lease and its CDS Service live.
     let namespace = args.pod_namespace.clone();
     // Shutdown goes in stages (see `stop`): sources and the CDS, then the writer, then the
@@ -107,6 +118,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let console = Console { statuses, registry };
     let cds = Cds { listener: cds_listener, store, settings: cds_settings, console };
     stages.serve(cds, reconciler, follow, tasks).await
+}
+
+/// STUNner's CRDs applied and Established before any watcher starts (`--install-crds`), from
+/// `--crd-dir` or the ones built in.
+async fn install_crds(args: &Args, client: &cluster::Client) -> anyhow::Result<()> {
+    if !args.install_crds {
+        return Ok(());
+    }
+    let crds = match &args.crd_dir {
+        Some(dir) => crds::files::read_dir(dir).context("cannot read --crd-dir")?,
+        None => stunner_gateway::resources::crds(),
+    };
+    crds::install(client, &crds, crds::ESTABLISH_TIMEOUT)
+        .await
+        .context("cannot install the STUNner CRDs (--install-crds)")
 }
 
 /// The admin endpoints that are asked for (metrics, pprof, health probes), bound now and

@@ -217,10 +217,15 @@ fn tool(path: &str) -> PathBuf {
 /// Real Helm (tests/deploytool) against the node; panics with its output on failure. Returns
 /// what it printed (after an install or upgrade, the chart's notes).
 fn helm(node: &Node, verb: &str, extra: &[&str]) -> String {
+    helm_chart(node, verb, &repo_file("deploy/helm/stunner-gateway-operator"), extra)
+}
+
+/// [`helm`] with the chart in `chart`.
+fn helm_chart(node: &Node, verb: &str, chart: &std::path::Path, extra: &[&str]) -> String {
     let mut cmd = Command::new(tool("tests/deploytool/bin/deploytool"));
     cmd.arg(format!("helm-{verb}"));
     if verb != "uninstall" {
-        cmd.arg(repo_file("deploy/helm/stunner-gateway-operator"));
+        cmd.arg(chart);
         for v in CHART_VALUES {
             cmd.args(["--set", v]);
         }
@@ -1110,4 +1115,244 @@ async fn helm_installs_the_gateway_api_crds_unless_the_cluster_has_them() {
     eprintln!("node e2e: the chart's Gateway API v1.7.0, v1 UDPRoute: relayed {relayed}");
     helm(&node, "uninstall", &[]);
     assert_eq!(gateway_api_crds(&client).await.len(), installed.len(), "helm.sh/resource-policy: keep");
+
+/// `dir` copied into `to`, symlinks followed (the chart's `crds/` is one). Bounded: a chart is
+/// a few dozen files.
+fn copy_dir(dir: &std::path::Path, to: &std::path::Path) {
+    let mut todo = vec![(dir.to_path_buf(), to.to_path_buf())];
+    for _ in 0..1000 {
+        let Some((from, to)) = todo.pop() else { return };
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                todo.push((path, target));
+            } else {
+                std::fs::copy(&path, &target).unwrap_or_else(|e| panic!("copy {}: {e}", path.display()));
+            }
+        }
+    }
+    panic!("{} has too many directories", dir.display());
+}
+
+/// The field chart N+1 adds to the Dataplane CRD's `v1` spec, and the bundle version it says.
+const NEXT_FIELD: &str = "upgradeProbe";
+const NEXT_BUNDLE: &str = "99.0.0";
+
+/// Chart N+1, in `dir`: this chart with one more field in the Dataplane CRD, a higher bundle
+/// version on it and a higher chart version; the operator image stays the same.
+fn next_chart(dir: &std::path::Path) -> PathBuf {
+    let chart = dir.join("stunner-gateway-operator");
+    copy_dir(&repo_file("deploy/helm/stunner-gateway-operator"), &chart);
+    let crd_file = chart.join("crds/stunner.l7mp.io_dataplanes.yaml");
+    let mut crd: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&crd_file).unwrap()).unwrap();
+    crd["metadata"]["annotations"]["stunner.l7mp.io/bundle-version"] = NEXT_BUNDLE.into();
+    let versions = crd["spec"]["versions"].as_array_mut().unwrap();
+    let v1 = versions.iter_mut().find(|v| v["name"] == "v1").unwrap();
+    v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][NEXT_FIELD] = json!({"type": "string"});
+    std::fs::write(&crd_file, serde_yaml_ng::to_string(&crd).unwrap()).unwrap();
+    let chart_yaml = chart.join("Chart.yaml");
+    let text = std::fs::read_to_string(&chart_yaml).unwrap();
+    let version = text.lines().find(|l| l.starts_with("version:")).expect("a chart version").to_string();
+    std::fs::write(&chart_yaml, text.replace(&version, "version: 99.0.0")).unwrap();
+    chart
+}
+
+/// What the API server keeps of [`NEXT_FIELD`] in a Dataplane applied with it (a server-side
+/// apply of a field the schema lacks is refused: "field not declared in schema").
+async fn next_field_kept(client: &Client) -> Option<String> {
+    let probe = json!({"apiVersion": "stunner.l7mp.io/v1", "kind": "Dataplane",
+        "metadata": {"name": "upgrade-probe"}, "spec": {"image": "unused", NEXT_FIELD: "n+1"}});
+    match e2e::apply(client, probe).await {
+        Ok(applied) => applied.data["spec"][NEXT_FIELD].as_str().map(String::from),
+        Err(e) if e.to_string().contains("field not declared in schema") => None,
+        Err(e) => panic!("apply the probe Dataplane: {e}"),
+    }
+}
+
+/// A TURN allocation held open through the NodePort by `turnprobe --hold`, relaying a datagram
+/// every 200 ms until [`HeldAllocation::end`].
+struct HeldAllocation {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl HeldAllocation {
+    fn start(server: SocketAddr, password: &str, peer: SocketAddr) -> HeldAllocation {
+        let mut child = Command::new(tool("tests/interop/bin/turnprobe"))
+            .args(["--server", &server.to_string(), "--user", USER, "--password", password])
+            .args(["--peer", &peer.to_string(), "--hold", "--interval", "200ms", "--timeout", "15m"])
+            .args(["--local", &SocketAddr::new(server.ip(), 0).to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run turnprobe --hold");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        HeldAllocation { child, lines }
+    }
+
+    /// The next line turnprobe prints, as JSON (bounded wait).
+    fn next(&self, what: &str) -> Value {
+        let line = self.lines.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("turnprobe --hold: no {what}: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("turnprobe --hold: {e}: {line}"))
+    }
+
+    /// Ends the allocation (turnprobe closes it when its stdin ends) and returns the verdict.
+    fn end(mut self) -> Value {
+        drop(self.child.stdin.take());
+        let verdict = self.next("verdict");
+        let _ = self.child.wait();
+        verdict
+    }
+}
+
+impl Drop for HeldAllocation {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Ready pod of the Gateway's dataplane whose IP is `ip`.
+fn pod_with_ip<'a>(pods: &'a [Pod], ip: &str) -> Option<&'a Pod> {
+    pods.iter().find(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_deref()) == Some(ip))
+}
+
+/// Issue #57 on the node, one node start for two lifecycle steps.
+///
+/// STUNner CRDs follow `helm upgrade`: chart N installed, then chart N+1 (one more field in the
+/// Dataplane CRD, same operator image, [`next_chart`]): the operator rolls (the CRD ConfigMap's
+/// checksum) and applies the new schema, so the field, pruned before, is served after.
+///
+/// A scale-down drains: a Gateway with two stunnerd replicas and a 120 s grace period, a TURN
+/// allocation relaying every 200 ms through one of them (pod A); the Dataplane is scaled to one
+/// replica and pod A (the cheapest to delete, by its `pod-deletion-cost`) terminates. It keeps
+/// relaying past 60 s, with no gap over 2 s, while new allocations go to pod B; when the client
+/// ends its allocation, pod A exits, before its grace period is out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_upgrade_brings_changed_crds_and_a_scaled_down_dataplane_drains() {
+    let Some((node, client)) = node_with_gateway_api("upgrade-drain").await else { return };
+    apply_yaml(&client, &echo_backend(1)).await;
+
+    // Chart N, then N+1.
+    helm(&node, "install", &["--create-namespace"]);
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    assert_eq!(next_field_kept(&client).await, None, "chart N's schema has no {NEXT_FIELD}");
+    let scratch = e2e::TestDir::new("chart-next");
+    let next = next_chart(&scratch.0);
+    helm_chart(&node, "upgrade", &next, &[]);
+    wait_available(&client, OPERATOR_NS, "stunner-gateway-operator").await;
+    let kept = wait_for(&format!("{NEXT_FIELD} served after the upgrade"), || {
+        let client = client.clone();
+        async move { next_field_kept(&client).await }
+    })
+    .await;
+    assert_eq!(kept, "n+1");
+    let crd = get(&client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "dataplanes.stunner.l7mp.io")
+        .await
+        .unwrap();
+    assert_eq!(crd.metadata.annotations.unwrap()["stunner.l7mp.io/bundle-version"], NEXT_BUNDLE);
+    e2e::delete(&client, "stunner.l7mp.io/v1", "Dataplane", None, "upgrade-probe").await;
+    let logs = operator_logs(&client).await;
+    assert!(logs.contains("upgraded CRD") && logs.contains(NEXT_BUNDLE), "{logs}");
+
+    // Two stunnerd replicas with a long grace period.
+    let dataplanes = e2e::api_for(&client, "stunner.l7mp.io/v1", "Dataplane", None).await;
+    let scale = |replicas: u32| {
+        let dataplanes = dataplanes.clone();
+        async move {
+            let spec = json!({"spec": {"replicas": replicas, "terminationGracePeriodSeconds": 120}});
+            dataplanes.patch("default", &PatchParams::default(), &Patch::Merge(spec)).await.unwrap();
+        }
+    };
+    scale(2).await;
+    apply_yaml(&client, &simple_tunnel("pass-1")).await;
+    wait_available(&client, "default", "echo-server").await;
+    let pods = wait_for("two Ready stunnerd pods", || {
+        let client = client.clone();
+        async move { Some(ready_pods(&client, GATEWAY_NS, "app=stunner").await).filter(|p| p.len() == 2) }
+    })
+    .await;
+    let turn = SocketAddr::new(node.node_ip.into(), node_port(&client).await);
+    let echo = SocketAddr::new(cluster_ip(&client, "default", "echo-server").await, ECHO_PORT);
+    turn_relays(&node, turn, USER, "pass-1", echo).await;
+
+    // The call: relayed through pod A (whichever the Service picked).
+    let held = HeldAllocation::start(turn, "pass-1", echo);
+    let relay = held.next("relay address");
+    let relay_ip = relay["relay"].as_str().and_then(|r| r.rsplit_once(':')).map(|(ip, _)| ip.to_string());
+    let relay_ip = relay_ip.unwrap_or_else(|| panic!("a relay address: {relay}"));
+    let pod_a = pod_with_ip(&pods, &relay_ip).unwrap_or_else(|| panic!("no stunnerd pod has {relay_ip}")).clone();
+    let name_a = pod_a.metadata.name.clone().unwrap();
+    let pod_b = pods.iter().find(|p| p.metadata.name != pod_a.metadata.name).unwrap();
+    let ip_b = pod_b.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
+    assert_eq!(held.next("first echo")["echoed"], true);
+    eprintln!("node e2e: the call relays through {name_a} ({relay_ip}); the other pod is {ip_b}");
+
+    // Scale down, pod A first.
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), GATEWAY_NS);
+    let cost = json!({"metadata": {"annotations": {"controller.kubernetes.io/pod-deletion-cost": "-1000"}}});
+    pod_api.patch(&name_a, &PatchParams::default(), &Patch::Merge(cost)).await.unwrap();
+    scale(1).await;
+    let scaled = Instant::now();
+    let terminating = wait_for(&format!("{name_a} terminating"), || {
+        let pod_api = pod_api.clone();
+        let name_a = name_a.clone();
+        async move { pod_api.get(&name_a).await.ok().filter(|p| p.metadata.deletion_timestamp.is_some()) }
+    })
+    .await;
+    let deadline = terminating.metadata.deletion_timestamp.clone().unwrap().0;
+
+    // New allocations go to pod B: once kube-proxy has taken pod A's endpoint out of the
+    // Service (it is terminating, so never ready again), every one.
+    let on_b = |v: &Value| v["relay"].as_str().unwrap_or_default().starts_with(&format!("{ip_b}:"));
+    wait_for("a new allocation relayed by the remaining pod", || {
+        let node = &node;
+        async move { Some(turn_relays(node, turn, USER, "pass-1", echo).await).filter(on_b) }
+    })
+    .await;
+    for _ in 0..3 {
+        let v = turn_relays(&node, turn, USER, "pass-1", echo).await;
+        assert!(on_b(&v), "a new allocation while {name_a} drains: {v}");
+    }
+
+    // The call goes on past 60 s; pod A waits for it.
+    const HELD: Duration = Duration::from_secs(70);
+    for _ in 0..100 {
+        let left = HELD.saturating_sub(scaled.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        let a = pod_api.get_opt(&name_a).await.unwrap();
+        assert!(
+            a.is_some(),
+            "{name_a} exited while a call was still on it ({:.0?} after the scale-down)",
+            scaled.elapsed()
+        );
+        tokio::time::sleep(left.min(Duration::from_secs(5))).await;
+    }
+    let verdict = tokio::task::block_in_place(|| held.end());
+    let ended = Instant::now();
+    eprintln!("node e2e: the call through the draining pod, {:.0?} after the scale-down: {verdict}", scaled.elapsed());
+    assert_eq!(verdict["ok"], true, "{verdict}");
+    let (sent, received) = (verdict["sent"].as_i64().unwrap(), verdict["received"].as_i64().unwrap());
+    assert!(sent >= 350 && received * 10 >= sent * 9, "relayed all along: {verdict}");
+    let max_gap = verdict["max_gap_ms"].as_i64().unwrap();
+    assert!(max_gap < 2000, "a gap of {max_gap} ms in the call: {verdict}");
+
+    // The last allocation gone, stunnerd exits at once, well before the grace period ends.
+    e2e::wait_gone(&client, "v1", "Pod", Some(GATEWAY_NS), &name_a).await;
+    let gone_at = k8s_openapi::jiff::Timestamp::now();
+    eprintln!("node e2e: {name_a} gone {:.1?} after the call ended", ended.elapsed());
+    assert!(gone_at < deadline, "{name_a} outlived its grace period: gone {gone_at}, deadline {deadline}");
+    assert!(ended.elapsed() < Duration::from_secs(30), "{name_a} took {:.0?} to exit", ended.elapsed());
 }

@@ -3,12 +3,17 @@
 
 use super::schema::controller_gen_compat;
 use super::{v1, v1alpha1};
+use crate::keys::CRD_BUNDLE_VERSION;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::CustomResourceExt;
 use kube::core::crd::merge_crds;
 use serde_json::Value;
 
 const HEADER: &str = "# Generated from the Rust types by `cargo run -p stunner-gateway --bin crdgen`; do not edit.\n";
+
+/// The release the CRDs belong to, stamped on each as [`CRD_BUNDLE_VERSION`]: the workspace's
+/// version, which the chart's `appVersion` and the operator image follow.
+pub const BUNDLE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The storage version of every STUNner CRD.
 const STORAGE_VERSION: &str = "v1";
@@ -50,6 +55,8 @@ fn merged(versions: Vec<CustomResourceDefinition>, spec_required: bool) -> Custo
     let mut crd = merge_crds(versions, STORAGE_VERSION).expect("versions of one kind merge");
     // The API server would default it the same way; controller-gen spells it out.
     crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+    let annotation = (CRD_BUNDLE_VERSION.to_string(), BUNDLE_VERSION.to_string());
+    crd.metadata.annotations = Some([annotation].into());
     for version in &mut crd.spec.versions {
         let schema = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut());
         controller_gen_compat(schema.expect("a derived schema"), spec_required);

@@ -19,7 +19,7 @@ mod schema;
 pub mod v1;
 pub mod v1alpha1;
 
-pub use crd::{CrdFile, crd_files, crds};
+pub use crd::{BUNDLE_VERSION, CrdFile, crd_files, crds};
 pub use gateway::{GatewayDefaultScope, ParentReference, RouteParentStatus, SecretObjectReference};
 pub use reference_grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo};
 pub use v1::*;

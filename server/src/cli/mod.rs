@@ -126,6 +126,17 @@ pub struct Args {
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
     pub enforce_reference_grants: bool,
 
+    /// Apply STUNner's CRDs at start (server-side apply), unless the cluster has newer ones,
+    /// and wait until they are Established before watching: `helm upgrade` never upgrades a
+    /// chart's `crds/`. Needs RBAC for CustomResourceDefinitions (docs/deploy.md).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub install_crds: bool,
+
+    /// With --install-crds: the directory of CRD manifests to apply (the chart mounts its
+    /// `crds/` there); without it, the CRDs built into the operator.
+    #[arg(long, value_name = "DIR")]
+    pub crd_dir: Option<PathBuf>,
+
     /// Most CDS connections open at once.
     #[arg(long, default_value_t = 16384)]
     pub cds_max_connections: usize,

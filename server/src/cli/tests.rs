@@ -32,6 +32,17 @@ fn enforce_reference_grants_is_a_go_bool_flag() {
 }
 
 #[test]
+fn install_crds_is_off_by_default_and_a_go_bool_flag_with_an_optional_directory() {
+    let a = parse(&[]).unwrap();
+    assert!(!a.install_crds && a.crd_dir.is_none(), "the binary installs no CRDs unless asked");
+    let a = parse(&["--install-crds", "--crd-dir", "/crds"]).unwrap();
+    assert!(a.install_crds);
+    assert_eq!(a.crd_dir.as_deref(), Some(std::path::Path::new("/crds")));
+    assert!(!parse(&["-install-crds=false"]).unwrap().install_crds);
+    assert!(parse(&["--install-crds=maybe"]).is_err());
+}
+
+#[test]
 fn go_style_flags_are_accepted() {
     let a = parse(&[
         "-leader-elect",

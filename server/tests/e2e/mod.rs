@@ -309,11 +309,19 @@ impl Cluster {
 
     /// A fresh cluster with the STUNner CRDs and the Gateway API bundle `gateway_api`.
     pub async fn start_with(test: &str, gateway_api: GatewayApi) -> Option<Cluster> {
+        Self::start_crds(test, gateway_api, true).await
+    }
+
+    /// A fresh cluster with the Gateway API bundle `gateway_api` and, if `stunner_crds`,
+    /// STUNner's CRDs from deploy/crds (without, for an operator that installs its own).
+    pub async fn start_crds(test: &str, gateway_api: GatewayApi, stunner_crds: bool) -> Option<Cluster> {
         let bin = apiserver_bin()?;
         let dir = TestDir::new(test);
         let api = ApiServer::start(bin, &dir.0).await;
         let admin = client_from(&api.admin_kubeconfig()).await;
-        install_stunner_crds(&admin).await;
+        if stunner_crds {
+            install_stunner_crds(&admin).await;
+        }
         install_gateway_api(&admin, gateway_api).await;
         let rbac = std::fs::read_to_string(repo_root().join("deploy/manifests/rbac.yaml"))
             .expect("deploy/manifests/rbac.yaml");

@@ -17,3 +17,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "sgo.cdsHost" -}}
 {{ .Values.cds.serviceName }}.{{ .Release.Namespace }}.svc
 {{- end -}}
+
+{{/* This chart's STUNner CRDs (crds/), as ConfigMap data: what installCrds applies. */}}
+{{- define "sgo.crdFiles" -}}
+{{ (.Files.Glob "crds/*.yaml").AsConfig }}
+{{- end -}}
+
+{{/* Where the operator reads the CRDs of installCrds (--crd-dir). */}}
+{{- define "sgo.crdDir" -}}/etc/stunner-gateway-operator/crds{{- end -}}

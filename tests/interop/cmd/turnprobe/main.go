@@ -17,6 +17,12 @@
 // username "<expiry-unix-time>:<userid>" and its HMAC-SHA1 password, computed with
 // upstream's pkg/authentication exactly like stunner's auth service and turncat do).
 //
+// --hold keeps the allocation for as long as the caller wants: turnprobe prints
+// {"relay":"<address>"} once allocated and {"echoed":true} at the first echo, sends a datagram every --interval until its stdin
+// reaches EOF, then closes the allocation (a Refresh with lifetime 0, so the server frees it at
+// once) and prints the verdict with max_gap_ms, the longest time without an echo from the first
+// echo to the end. A TURN client that holds a call open through a server's graceful shutdown.
+//
 // `turnprobe selfsigned` instead prints {"cert":"<PEM>","key":"<PEM>"}: a fresh self-signed
 // ECDSA certificate for 127.0.0.1/localhost, for TLS listeners in tests.
 package main
@@ -32,6 +38,7 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -54,6 +61,8 @@ type verdict struct {
 	Relay    string `json:"relay,omitempty"`
 	Sent     int    `json:"sent"`
 	Received int    `json:"received"`
+	// --hold: the longest time without an echo, from the first echo to the end.
+	MaxGapMs int64 `json:"max_gap_ms,omitempty"`
 }
 
 func setStage(v *verdict, s string) {
@@ -86,6 +95,8 @@ func main() {
 	wait := flag.Duration("wait", 3*time.Second, "how long to wait for echoes after the last datagram")
 	timeout := flag.Duration("timeout", 20*time.Second, "overall deadline")
 	verbose := flag.Bool("v", false, "pion debug log on stderr")
+	hold := flag.Bool("hold", false, "print {\"relay\":...} once allocated, relay a datagram every --interval until stdin reaches EOF, then close the allocation and report (with max_gap_ms); --count is ignored")
+	interval := flag.Duration("interval", 50*time.Millisecond, "between two datagrams")
 	flag.Parse()
 
 	if *server == "" || *peer == "" || flag.NArg() != 0 || *count < 1 {
@@ -211,6 +222,12 @@ func main() {
 		}
 	}()
 
+	if *hold {
+		holdAllocation(relay, peerAddr, *interval, &v, got)
+		client.Close()
+		report(v)
+	}
+
 	setStage(&v, "permission")
 	want := map[string]bool{}
 	for i := 0; i < *count; i++ {
@@ -221,7 +238,7 @@ func main() {
 		}
 		want[msg] = true
 		v.Sent++
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(*interval)
 	}
 
 	setStage(&v, "relay")
@@ -244,6 +261,66 @@ collect:
 		v.Error = fmt.Sprintf("no echo from %s within %s", peerAddr, *wait)
 	}
 	report(v)
+}
+
+// holdAllocation is --hold: it says where the relay is, relays one datagram every interval
+// until stdin reaches EOF, counting the echoes and the longest gap between them (and from the
+// last one to the end), and closes the allocation.
+func holdAllocation(relay net.PacketConn, peer net.Addr, interval time.Duration, v *verdict, got <-chan string) {
+	line, _ := json.Marshal(map[string]string{"relay": v.Relay})
+	fmt.Println(string(line))
+	setStage(v, "permission")
+	eof := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(eof)
+	}()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	prefix := fmt.Sprintf("turnprobe-%d-", os.Getpid())
+	var last time.Time
+	var maxGap time.Duration
+	echoed := func(at time.Time) {
+		if !last.IsZero() && at.Sub(last) > maxGap {
+			maxGap = at.Sub(last)
+		}
+		last = at
+	}
+	for {
+		select {
+		case <-eof:
+			if !last.IsZero() {
+				echoed(time.Now())
+			}
+			v.MaxGapMs = maxGap.Milliseconds()
+			if v.Received > 0 {
+				v.Stage, v.OK = "done", true
+			} else {
+				v.Error = fmt.Sprintf("no echo from %s", peer)
+			}
+			// A Refresh with lifetime 0: the server frees the allocation now.
+			if err := relay.Close(); err != nil && v.Error == "" {
+				v.Error = "closing the allocation: " + err.Error()
+			}
+			return
+		case <-ticker.C:
+			msg := fmt.Sprintf("%s%d", prefix, v.Sent)
+			if _, err := relay.WriteTo([]byte(msg), peer); err != nil {
+				v.Error = err.Error()
+				report(*v)
+			}
+			v.Sent++
+		case m := <-got:
+			if strings.HasPrefix(m, prefix) {
+				if v.Received == 0 {
+					fmt.Println(`{"echoed":true}`)
+				}
+				v.Received++
+				setStage(v, "relay")
+				echoed(time.Now())
+			}
+		}
+	}
 }
 
 func selfSigned() {
