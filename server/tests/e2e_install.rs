@@ -1115,6 +1115,7 @@ async fn helm_installs_the_gateway_api_crds_unless_the_cluster_has_them() {
     eprintln!("node e2e: the chart's Gateway API v1.7.0, v1 UDPRoute: relayed {relayed}");
     helm(&node, "uninstall", &[]);
     assert_eq!(gateway_api_crds(&client).await.len(), installed.len(), "helm.sh/resource-policy: keep");
+}
 
 /// `dir` copied into `to`, symlinks followed (the chart's `crds/` is one). Bounded: a chart is
 /// a few dozen files.
