@@ -101,7 +101,10 @@ async fn quickstart_statuses_owned_objects_and_config() {
         assert_eq!(&pod_labels[k], v, "the Service selects the dataplane pods ({k})");
     }
     let container = &dp.data["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(container["image"], "docker.io/l7mp/stunnerd:latest");
+    assert_eq!(
+        container["image"], "docker.io/l7mp/stunnerd:1.2.1",
+        "the quickstart Dataplane pins the release the interop tests run"
+    );
     let origin = container["env"].as_array().unwrap().iter().find(|e| e["name"] == "STUNNER_CONFIG_ORIGIN").cloned();
     assert!(origin.is_some(), "the dataplane is told where the CDS is: {container}");
 

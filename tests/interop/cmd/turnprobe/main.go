@@ -260,6 +260,10 @@ collect:
 	} else {
 		v.Error = fmt.Sprintf("no echo from %s within %s", peerAddr, *wait)
 	}
+	// A Refresh with lifetime 0: the probe leaves no allocation behind, so a server draining
+	// for a graceful shutdown is not held until the allocation's lifetime ends.
+	_ = relay.Close()
+	client.Close()
 	report(v)
 }
 
