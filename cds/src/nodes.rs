@@ -1,9 +1,10 @@
 //! External addresses of cluster nodes, for the per-node patcher (cds-protocol.md §7).
 //!
-//! The Node feed (`crate::cluster::nodes`) resolves each Node's first ExternalIP (else
-//! ExternalDNS) off the serving path and records it here; serving only reads the table. It
-//! holds the cluster's Nodes that have an address, never names chosen by clients: a client
-//! naming an unknown node is patched with `$STUNNER_ADDR` and adds nothing.
+//! The Node feed (`nodes.rs` of the adapters crate, `stunner_gateway_k8s`) resolves each
+//! Node's first ExternalIP (else ExternalDNS) off the serving path and records it here;
+//! serving only reads the table. It holds the cluster's Nodes that have an address, never
+//! names chosen by clients: a client naming an unknown node is patched with `$STUNNER_ADDR`
+//! and adds nothing.
 //!
 //! Watches of a config with the placeholder follow one signal that fires when any address
 //! changes, and re-send only when their patched frame changed, so an address change reaches
