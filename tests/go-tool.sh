@@ -7,6 +7,9 @@
 # GO_TOOL_LDFLAGS (optional): more -ldflags for this build, e.g. -X settings of version strings.
 # GO_TOOL_PKG (optional): the main package to build, if not DIR's own (e.g. a command of a
 # module DIR requires).
+# GO_TOOL_TEST (optional): 1 builds DIR's test binary (`go test -c`) instead of a command.
+# GO_TOOL_INPUTS (optional): more files (relative to DIR, space-separated) the binary is
+# rebuilt after, e.g. manifests it embeds.
 # Usage: go-tool.sh DIR NAME [--force]
 set -euo pipefail
 
@@ -24,7 +27,7 @@ bin="bin/$name"
 fresh() {
   [[ $force -eq 0 && -x "$bin" ]] || return 1
   local f
-  for f in go.mod go.sum build.sh "$self" *.go; do
+  for f in go.mod go.sum build.sh "$self" *.go ${GO_TOOL_INPUTS:-}; do
     [[ "$bin" -nt "$f" ]] || return 1
   done
 }
@@ -36,6 +39,8 @@ fi
 
 mkdir -p bin
 t0=$SECONDS
-go build -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$bin.tmp" "${GO_TOOL_PKG:-.}"
+build=(build)
+[[ "${GO_TOOL_TEST:-}" == 1 ]] && build=(test -c)
+go "${build[@]}" -mod=readonly -buildvcs=false -trimpath -ldflags "-s -w ${GO_TOOL_LDFLAGS:-}" -o "$bin.tmp" "${GO_TOOL_PKG:-.}"
 mv -f "$bin.tmp" "$bin"
 echo "$name: built $dir/$bin in $((SECONDS - t0))s"
