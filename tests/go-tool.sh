@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the Go test tool in directory DIR (a module with one main package) into DIR/bin/NAME,
-# for the harness build scripts beside it (tests/apiserver, tests/deploytool).
+# Builds the Go test tool in directory DIR (a module with one main package, or a test package
+# with GO_TOOL_TEST) into DIR/bin/NAME, for the harness build scripts beside it (tests/apiserver,
+# tests/deploytool, tests/conformance).
 # Idempotent: skips the build when the binary is newer than go.mod, go.sum, DIR/build.sh, this
 # script and every *.go file in DIR. Needs only `go` and the module proxy; never downloads a
 # toolchain.

@@ -135,18 +135,24 @@ func TestConformance(t *testing.T) {
 		ManifestFS:          []fs.FS{manifests, &upstream.Manifests},
 		Hook: func(t *testing.T, test suite.ConformanceTest, s *suite.ConformanceTestSuite) {
 			r := result{Test: test.ShortName, Result: "passed", Features: []string{}}
+			missing := ""
 			for _, f := range test.Features {
 				r.Features = append(r.Features, string(f))
-				if !s.SupportedFeatures.Has(f) && r.Reason == "" {
-					r.Result, r.Reason = "unsupported", string(f)
+				if !s.SupportedFeatures.Has(f) && missing == "" {
+					missing = string(f)
 				}
 			}
+			// The suite skips a test for a missing feature first, then for the skip list,
+			// then for -run-test naming another.
 			switch {
-			case r.Result == "unsupported":
 			case t.Failed():
 				r.Result = "failed"
-			case t.Skipped():
+			case t.Skipped() && missing != "":
+				r.Result, r.Reason = "unsupported", missing
+			case t.Skipped() && skipped[test.ShortName] != "":
 				r.Result, r.Reason = "skipped", skipped[test.ShortName]
+			case t.Skipped():
+				r.Result, r.Reason = "skipped", "not selected (-run-test or -skip-tests)"
 			}
 			mu.Lock()
 			results[test.ShortName] = r
