@@ -66,9 +66,12 @@ type result struct {
 	Test string `json:"test"`
 	// passed, failed, skipped (in `skipped`, Reason says why) or unsupported (a feature the
 	// GatewayClass does not claim, named in Reason)
-	Result   string   `json:"result"`
-	Reason   string   `json:"reason,omitempty"`
-	Features []string `json:"features"`
+	Result string `json:"result"`
+	Reason string `json:"reason,omitempty"`
+	// The skip list's reason for this test, whatever its result: also for a test the suite
+	// reports unsupported before it reaches the skip list (docs list them all).
+	SkipListed string   `json:"skip_listed,omitempty"`
+	Features   []string `json:"features"`
 }
 
 func TestConformance(t *testing.T) {
@@ -134,7 +137,7 @@ func TestConformance(t *testing.T) {
 		BaseManifests:       baseManifests,
 		ManifestFS:          []fs.FS{manifests, &upstream.Manifests},
 		Hook: func(t *testing.T, test suite.ConformanceTest, s *suite.ConformanceTestSuite) {
-			r := result{Test: test.ShortName, Result: "passed", Features: []string{}}
+			r := result{Test: test.ShortName, Result: "passed", SkipListed: skipped[test.ShortName], Features: []string{}}
 			missing := ""
 			for _, f := range test.Features {
 				r.Features = append(r.Features, string(f))
