@@ -217,7 +217,7 @@ impl Writer {
         if failed {
             m.update_errors.inc();
         }
-        m.update_time.observe(started.elapsed().as_secs_f64());
+        m.update_time.observe(started.elapsed());
         m.updater_loop_last_active.set(unix_now());
         failed
     }
