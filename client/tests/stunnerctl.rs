@@ -150,8 +150,18 @@ async fn watch_of_one_gateway_in_json() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // Silent until the Gateway exists, then its config, normalised as the dataplane would.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Silent until the Gateway exists (its watch is open: the server lists it), then its
+    // config, normalised as the dataplane would.
+    let rest = stunner_gateway_client::cds::CdsClient::new(&s.url()).unwrap();
+    let mut watching = false;
+    for _ in 0..100 {
+        watching = !rest.clients().await.unwrap().clients.is_empty();
+        if watching {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(watching, "stunnerctl's watch never opened");
     s.store.upsert(config("ns1/gw-a"));
     let got: StunnerConfig = serde_json::from_str(&next_line(&mut lines).await).unwrap();
     assert_eq!(got, config("ns1/gw-a").normalized().unwrap());
