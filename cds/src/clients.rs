@@ -522,18 +522,26 @@ mod tests {
         let c = table.register(ClientInfo { scope: Scope::Config(id.clone()), ..info(Transport::Grpc, 1) });
         c.sent(&before);
         c.ack(&id, before.version, "");
-        assert_eq!((metrics.push_time.count(), metrics.ack_time.count()), (0, 0), "stored before it connected");
+        assert_eq!(
+            (metrics.push_time.snapshot().count, metrics.ack_time.snapshot().count),
+            (0, 0),
+            "stored before it connected"
+        );
         let v2 = later("v2");
         c.sent(&v2);
         c.ack(&id, v2.version, "rejected");
-        assert_eq!((metrics.push_time.count(), metrics.ack_time.count()), (1, 0), "sent, rejected");
+        assert_eq!((metrics.push_time.snapshot().count, metrics.ack_time.snapshot().count), (1, 0), "sent, rejected");
         let v3 = later("v3");
         c.sent(&v3);
         c.sent(&v3);
         c.ack(&id, v2.version, "");
-        assert_eq!(metrics.ack_time.count(), 0, "an ack of an older version is not this one's");
+        assert_eq!(metrics.ack_time.snapshot().count, 0, "an ack of an older version is not this one's");
         c.ack(&id, v3.version, "");
         c.ack(&id, v3.version, "");
-        assert_eq!((metrics.push_time.count(), metrics.ack_time.count()), (2, 1), "timed once per version");
+        assert_eq!(
+            (metrics.push_time.snapshot().count, metrics.ack_time.snapshot().count),
+            (2, 1),
+            "timed once per version"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! Not in the Go operator (whose CDS exports nothing); named under the operator's
 //! `stunner_gateway_operator_` prefix, labelled by transport (`websocket`, `grpc`).
 
-use super::latency::LatencyHistogram;
+use super::latency::{LatencyHistogram, PUSH_BUCKETS};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -85,7 +85,7 @@ pub(crate) struct RefusedLabel {
     pub(crate) reason: RefusalReason,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct CdsMetrics {
     /// Watch streams open now.
     pub clients: Family<TransportLabel, Gauge>,
@@ -107,10 +107,28 @@ pub struct CdsMetrics {
     /// Requests refused by `--cds-authorization`, by API and reason.
     pub(crate) refused_requests: Family<RefusedLabel, Counter>,
     /// From a version's store to its send to a client that was watching when it was stored.
-    pub(crate) push_time: LatencyHistogram,
+    pub push_time: LatencyHistogram,
     /// From a version's store to a gRPC client's acknowledgement that it applied it, for the
     /// versions `push_time` times.
-    pub(crate) ack_time: LatencyHistogram,
+    pub ack_time: LatencyHistogram,
+}
+
+impl Default for CdsMetrics {
+    fn default() -> Self {
+        CdsMetrics {
+            clients: Family::default(),
+            pushes: Family::default(),
+            push_bytes: Family::default(),
+            dropped_clients: Family::default(),
+            rejected_connections: Counter::default(),
+            client_acks: Family::default(),
+            stale_clients: Family::default(),
+            outbox_bytes: Gauge::default(),
+            refused_requests: Family::default(),
+            push_time: LatencyHistogram::new(&PUSH_BUCKETS),
+            ack_time: LatencyHistogram::new(&PUSH_BUCKETS),
+        }
+    }
 }
 
 impl CdsMetrics {

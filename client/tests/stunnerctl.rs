@@ -150,8 +150,18 @@ async fn watch_of_one_gateway_in_json() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // Silent until the Gateway exists, then its config, normalised as the dataplane would.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Silent until the Gateway exists (its watch is open: the server lists it), then its
+    // config, normalised as the dataplane would.
+    let rest = stunner_gateway_client::cds::CdsClient::new(&s.url()).unwrap();
+    let mut watching = false;
+    for _ in 0..100 {
+        watching = !rest.clients().await.unwrap().clients.is_empty();
+        if watching {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(watching, "stunnerctl's watch never opened");
     s.store.upsert(config("ns1/gw-a"));
     let got: StunnerConfig = serde_json::from_str(&next_line(&mut lines).await).unwrap();
     assert_eq!(got, config("ns1/gw-a").normalized().unwrap());
@@ -235,7 +245,7 @@ async fn missing_gateway_and_bad_usage_fail_with_a_reason() {
 #[tokio::test]
 async fn console_prints_the_url_the_server_answers() {
     use stunner_gateway_operator::console::Console;
-    let s = Server::start_with(Console { statuses: Default::default(), registry: Default::default() }).await;
+    let s = Server::start_with(Console { statuses: Default::default(), charts: Default::default() }).await;
     s.store.upsert(config("ns1/gw-a"));
     assert_eq!(ok(&stunnerctl(&s.url(), &["console"]).await), format!("{}/ui/\n", s.url()));
     let page = ok(&stunnerctl(&s.url(), &["console", "-n", "ns1", "gw-a"]).await);

@@ -8,9 +8,9 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use stunner_gateway_cds::latency::LatencyHistogram;
 
 /// Upstream's buckets for render and update durations, in seconds (the daemon's render
 /// histogram takes them too).
@@ -59,7 +59,8 @@ pub(crate) struct LeaderLabels {
 pub struct WriterMetrics {
     pub(crate) update: Family<UpdateLabels, Counter>,
     pub(crate) update_errors: Counter,
-    pub(crate) update_time: Histogram,
+    /// Read by the console's chart too.
+    pub update_time: LatencyHistogram,
     pub(crate) resource_operations: Family<ResourceOperationLabels, Counter>,
     pub(crate) updater_loop_last_active: FloatGauge,
     /// 1 while this replica leads (it is the one that writes), 0 while it waits; absent in
@@ -75,7 +76,7 @@ impl Default for WriterMetrics {
         WriterMetrics {
             update: Family::default(),
             update_errors: Counter::default(),
-            update_time: Histogram::new(DURATION_BUCKETS),
+            update_time: LatencyHistogram::new(&DURATION_BUCKETS),
             resource_operations: Family::default(),
             updater_loop_last_active: FloatGauge::default(),
             leader: Family::default(),

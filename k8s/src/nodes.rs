@@ -184,6 +184,7 @@ async fn lookup(lookups: Arc<Semaphore>, resolve: Resolver, host: String) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use stunner_gateway::index::Change;
 
     /// What the render loop does with each change.
@@ -275,14 +276,23 @@ mod tests {
         assert!(found.is_some_and(|a| a.is_loopback()), "localhost resolved to {found:?}");
     }
 
+    /// Lookups of `bad.example` so far (the resolver is a plain function: no state of its own).
+    static BAD_LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+
     fn failing(host: &str) -> std::io::Result<Option<IpAddr>> {
         match host {
             "good.example" => Ok(ip("192.0.2.10")),
-            _ => Err(std::io::Error::other("no such host")),
+            _ => {
+                BAD_LOOKUPS.fetch_add(1, Ordering::Relaxed);
+                Err(std::io::Error::other("no such host"))
+            }
         }
     }
 
-    #[tokio::test]
+    /// The clock is paused: the retry's wait passes at once whenever the runtime is idle (it
+    /// is not while a lookup's blocking thread runs), so the test waits on the lookups having
+    /// ended, not on a second of real time.
+    #[tokio::test(start_paused = true)]
     async fn a_failed_lookup_records_no_address_and_a_stale_one_is_dropped() {
         let table = Arc::new(NodeAddresses::default());
         let feed = NodeFeed::with_resolver(table.clone(), failing);
@@ -292,8 +302,19 @@ mod tests {
         // The Node now names a name that resolves: the retrying lookup of the old one must
         // not overwrite it.
         see(&feed, &node("n1", &[("ExternalDNS", "good.example")]));
+        let before_retry = BAD_LOOKUPS.load(Ordering::Relaxed);
         settles(&table, "n1", ip("192.0.2.10")).await;
-        tokio::time::sleep(RETRY_FIRST * 3).await;
+        // Every lookup task has ended: the stale one after its retry, the new one after its
+        // answer. Then the retry has run, and what it did (nothing) is in the table.
+        let runtime = tokio::runtime::Handle::current().metrics();
+        for _ in 0..500 {
+            if runtime.num_alive_tasks() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(runtime.num_alive_tasks(), 0, "the lookups end");
+        assert_eq!(BAD_LOOKUPS.load(Ordering::Relaxed), before_retry + 1, "the stale name was retried once");
         assert_eq!(table.get("n1"), ip("192.0.2.10"));
     }
 }

@@ -60,11 +60,35 @@ struct Shared {
     queue: Mutex<Queue>,
     wake: Notify,
     metrics: WriterMetrics,
+    /// The writer task's passes through its loop so far, for tests to wait on.
+    #[cfg(test)]
+    progress: watch::Sender<tests::Progress>,
+}
+
+/// What one round of writes did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Round {
+    /// Writes the API server took.
+    written: usize,
+    /// Writes skipped: the same content was written while they waited.
+    suppressed: usize,
+    /// Writes that failed, retried or not.
+    failed: usize,
+    /// Writes put back because this replica stopped leading.
+    kept: usize,
 }
 
 impl Writer {
     pub fn new(metrics: WriterMetrics) -> Self {
-        Writer { shared: Arc::new(Shared { queue: Mutex::default(), wake: Notify::new(), metrics }) }
+        Writer {
+            shared: Arc::new(Shared {
+                queue: Mutex::default(),
+                wake: Notify::new(),
+                metrics,
+                #[cfg(test)]
+                progress: watch::Sender::default(),
+            }),
+        }
     }
 
     /// Queues the writes `output` asks for, unless `index` (what the watchers saw) shows them
@@ -151,11 +175,18 @@ impl Writer {
             let wake = self.shared.wake.notified();
             tokio::pin!(wake);
             wake.as_mut().enable();
+            #[cfg(test)]
+            self.shared.progress.send_modify(|p| p.started += 1);
             let leading = *leader.borrow_and_update();
             self.shared.metrics.set_leader(super::lease::LEASE_NAME, leading);
-            if leading && (retry_at.is_none_or(|t| t <= Instant::now())) {
-                retry_at = self.write_pending(&sink, &leader).await.then(|| Instant::now() + RESYNC);
-            }
+            let round = if leading && (retry_at.is_none_or(|t| t <= Instant::now())) {
+                let round = self.write_pending(&sink, &leader).await;
+                retry_at = (round.failed > 0).then(|| Instant::now() + RESYNC);
+                round
+            } else {
+                Round::default()
+            };
+            self.passed(leading, round);
             let resync = async {
                 match retry_at {
                     Some(t) if leading => tokio::time::sleep_until(t).await,
@@ -176,30 +207,44 @@ impl Writer {
         }
     }
 
-    /// Writes everything queued; returns whether some write failed.
-    async fn write_pending(&self, sink: &impl Sink, leader: &watch::Receiver<bool>) -> bool {
+    /// The end of a pass through the writer's loop, `leading` or not, with its `round`: what
+    /// the tests wait on (nothing outside them).
+    fn passed(&self, leading: bool, round: Round) {
+        #[cfg(test)]
+        self.shared.progress.send_modify(|p| p.finished(leading, round));
+        #[cfg(not(test))]
+        let _ = (leading, round);
+    }
+
+    /// Writes everything queued; returns what it did.
+    async fn write_pending(&self, sink: &impl Sink, leader: &watch::Receiver<bool>) -> Round {
         let batch = self.with_queue(Queue::take);
+        let mut round = Round::default();
         if batch.is_empty() {
-            return false;
+            return round;
         }
         let started = Instant::now();
-        let mut failed = false;
         for (target, op) in batch {
             if !*leader.borrow() {
                 self.with_queue(|q| q.failed(target, op)); // no longer ours to write: keep it for later
+                round.kept += 1;
                 continue;
             }
             // Queued again by a render while the same content was being written (a combo's
             // objects arrive one by one, each rendered at once): written now, not twice.
             if self.with_queue(|q| q.is_written(&target, &op)) {
                 self.count(labels(&target, "suppressed"));
+                round.suppressed += 1;
                 continue;
             }
             match self.write(sink, &target, &op).await {
-                Ok(version) => self.with_queue(|q| q.written(target, &op, version)),
+                Ok(version) => {
+                    self.with_queue(|q| q.written(target, &op, version));
+                    round.written += 1;
+                }
                 Err(e) => {
                     let (kind, scope) = (target.kind.name(), target.scope.name());
-                    failed = true;
+                    round.failed += 1;
                     if e.transient {
                         tracing::warn!(kind, object = %target.key, scope, error = %e, "write failed; will retry");
                         self.with_queue(|q| q.failed(target, op));
@@ -212,14 +257,14 @@ impl Writer {
             }
         }
         let m = &self.shared.metrics;
-        let result = if failed { UpdateResult::error } else { UpdateResult::success };
+        let result = if round.failed > 0 { UpdateResult::error } else { UpdateResult::success };
         m.update.get_or_create(&UpdateLabels { result }).inc();
-        if failed {
+        if round.failed > 0 {
             m.update_errors.inc();
         }
-        m.update_time.observe(started.elapsed().as_secs_f64());
+        m.update_time.observe(started.elapsed());
         m.updater_loop_last_active.set(unix_now());
-        failed
+        round
     }
 
     /// One write with bounded retries of transient errors.
@@ -417,11 +462,73 @@ mod tests {
         }
     }
 
-    /// Lets the writer task run until it waits again.
-    async fn settle() {
-        for _ in 0..20 {
-            tokio::task::yield_now().await;
+    /// The writer task's passes through its loop: how many began and ended, and what the
+    /// ones that ended did.
+    #[derive(Debug, Default, Clone, Copy)]
+    pub(super) struct Progress {
+        pub(super) started: u64,
+        ended: u64,
+        done: Done,
+    }
+
+    impl Progress {
+        pub(super) fn finished(&mut self, leading: bool, round: Round) {
+            self.ended += 1;
+            let done = &mut self.done;
+            done.passes += 1;
+            done.leading += u64::from(leading);
+            done.round.written += round.written;
+            done.round.suppressed += round.suppressed;
+            done.round.failed += round.failed;
+            done.round.kept += round.kept;
         }
+    }
+
+    /// What the writer task did between two readings: its passes, those it made leading, and
+    /// the writes of their rounds.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    struct Done {
+        passes: u64,
+        leading: u64,
+        round: Round,
+    }
+
+    impl Done {
+        /// What happened after `before`.
+        fn since(self, before: Done) -> Done {
+            let (a, b) = (self.round, before.round);
+            Done {
+                passes: self.passes - before.passes,
+                leading: self.leading - before.leading,
+                round: Round {
+                    written: a.written - b.written,
+                    suppressed: a.suppressed - b.suppressed,
+                    failed: a.failed - b.failed,
+                    kept: a.kept - b.kept,
+                },
+            }
+        }
+
+        /// Passes made, `leading` of them leading, with `written` writes and nothing else.
+        fn wrote(passes: u64, leading: u64, written: usize) -> Done {
+            Done { passes, leading, round: Round { written, ..Round::default() } }
+        }
+    }
+
+    /// Wakes the writer task and waits until it has made a pass that began after everything
+    /// submitted so far; returns what it did meanwhile. A pass in progress (its wake
+    /// armed) ends, and the wake makes it go round once more.
+    async fn settle(writer: &Writer) -> Done {
+        let mut progress = writer.shared.progress.subscribe();
+        let before = *progress.borrow_and_update();
+        let target = before.started + 1;
+        writer.shared.wake.notify_waiters();
+        let after = tokio::time::timeout(Duration::from_secs(60), progress.wait_for(|p| p.ended >= target))
+            .await
+            .expect("the writer goes round within a minute")
+            .map(|p| *p)
+            .expect("the writer's progress is never dropped while it runs");
+        after.done.since(before.done)
     }
 
     #[tokio::test(start_paused = true)]
@@ -432,20 +539,20 @@ mod tests {
         writer.submit(&output("1"), &Index::new());
         writer.submit(&output("2"), &Index::new());
         let running = Running::start(&writer, &sink, leading);
-        settle().await;
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 1));
         assert_eq!(sink.services(), ["2"], "latest wins");
         writer.submit(&output("2"), &Index::new());
-        settle().await;
-        assert_eq!(sink.services(), ["2"], "unchanged: not written");
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 0), "unchanged: not written by a writer that ran");
+        assert_eq!(sink.services(), ["2"]);
         writer.submit(&output("3"), &Index::new());
-        settle().await;
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 1));
         assert_eq!(sink.services(), ["2", "3"]);
         let suppressed =
             ResourceOperationLabels { scope: "spec".into(), kind: "Service".into(), operation: "suppressed".into() };
         assert_eq!(writer.shared.metrics.resource_operations.get_or_create(&suppressed).get(), 1);
         drop(leader); // no election: the writer keeps writing
         writer.submit(&output("4"), &Index::new());
-        settle().await;
+        assert_eq!(settle(&writer).await.round.written, 1);
         assert_eq!(sink.services(), ["2", "3", "4"]);
         running.stop().await;
     }
@@ -465,10 +572,10 @@ mod tests {
         writer.stage(gateway_status.into_iter().chain(crate::ops::owned_ops(&gateway, &out)), &Index::new());
         let route = ObjRef::new(Kind::UdpRoute, ObjectKey::new("ns", "r"));
         writer.stage(status(route), &Index::new());
-        settle().await;
-        assert!(sink.writes.lock().unwrap().is_empty(), "staged, not written");
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 0), "staged, not written by a writer that ran");
+        assert!(sink.writes.lock().unwrap().is_empty());
         writer.flush();
-        settle().await;
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 3));
         let order: Vec<_> = sink.writes.lock().unwrap().iter().map(|(t, _)| (t.scope, t.kind)).collect();
         assert_eq!(
             order,
@@ -487,10 +594,13 @@ mod tests {
     struct Gated {
         inner: Recorder,
         permits: Arc<tokio::sync::Semaphore>,
+        /// Writes that have come to the gate.
+        arrived: watch::Sender<usize>,
     }
 
     impl Sink for Gated {
         async fn write(&self, target: &Target, op: &Op) -> Result<Option<String>, WriteError> {
+            self.arrived.send_modify(|n| *n += 1);
             self.permits.acquire().await.expect("never closed").forget();
             self.inner.write(target, op).await
         }
@@ -499,18 +609,22 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn content_queued_again_while_it_is_written_is_written_once() {
         let writer = Writer::new(WriterMetrics::default());
-        let sink = Gated { inner: Recorder::default(), permits: Arc::new(tokio::sync::Semaphore::new(0)) };
+        let permits = Arc::new(tokio::sync::Semaphore::new(0));
+        let sink = Gated { inner: Recorder::default(), permits, arrived: watch::Sender::default() };
         let (_leader, leading) = watch::channel(true);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(writer.clone().run(sink.clone(), leading, shutdown.clone()));
         writer.submit(&output("1"), &Index::new());
-        settle().await; // its write is in flight, waiting for a permit
+        let mut arrived = sink.arrived.subscribe();
+        let in_flight = tokio::time::timeout(Duration::from_secs(60), arrived.wait_for(|&n| n == 1));
+        in_flight.await.expect("the write comes to the gate").expect("the sink is alive");
         writer.submit(&output("1"), &Index::new()); // a render meanwhile asks for the same
         sink.permits.add_permits(10);
-        settle().await;
-        assert_eq!(sink.inner.services(), ["1"], "written once");
+        let once = Round { written: 1, suppressed: 1, ..Round::default() };
+        assert_eq!(settle(&writer).await.round, once, "written once; queued again, skipped");
+        assert_eq!(sink.inner.services(), ["1"]);
         writer.submit(&output("2"), &Index::new());
-        settle().await;
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 1));
         assert_eq!(sink.inner.services(), ["1", "2"], "other content is written");
         shutdown.cancel();
         task.await.unwrap();
@@ -527,7 +641,7 @@ mod tests {
         let names: Vec<String> = (0..100).map(|i| format!("gw{i}")).collect();
         let start = Instant::now();
         writer.submit(&services(names.iter().map(String::as_str), "1"), &Index::new());
-        settle().await;
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 100));
         assert_eq!(sink.services().len(), 100, "all written at once");
         assert_eq!(start.elapsed(), Duration::ZERO, "no write waited");
         running.stop().await;
@@ -541,10 +655,10 @@ mod tests {
         let running = Running::start(&writer, &sink, leading);
         writer.submit(&output("1"), &Index::new());
         writer.submit(&output("2"), &Index::new());
-        settle().await;
-        assert!(sink.services().is_empty(), "not the leader");
+        assert_eq!(settle(&writer).await, Done::wrote(1, 0, 0), "not the leader: it ran and wrote nothing");
+        assert!(sink.services().is_empty());
         leader.send_replace(true);
-        settle().await;
+        assert_eq!(settle(&writer).await.round, Round { written: 1, ..Round::default() });
         assert_eq!(sink.services(), ["2"]);
         running.stop().await;
     }
@@ -556,8 +670,10 @@ mod tests {
         let (_leader, leading) = watch::channel(true);
         writer.submit(&output("1"), &Index::new());
         let running = Running::start(&writer, &sink, leading);
-        // The first round gives up after ATTEMPTS; the next round, a resync later, succeeds.
+        // The first round gives up after ATTEMPTS (the clock is paused: the retry delays pass
+        // as the writer waits them); the next round, a resync later, succeeds.
         tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(*sink.failures.lock().unwrap(), 1, "every attempt of the first round made");
         assert!(sink.services().is_empty());
         tokio::time::sleep(RESYNC).await;
         assert_eq!(sink.services(), ["1"]);
@@ -572,9 +688,11 @@ mod tests {
         writer.submit(&output("1"), &Index::new());
         let running = Running::start(&writer, &sink, leading);
         tokio::time::sleep(RESYNC * 3).await;
-        assert!(sink.services().is_empty(), "not retried");
+        let failed_once = Round { failed: 1, ..Round::default() };
+        assert_eq!(writer.shared.progress.borrow().done.round, failed_once, "tried, then not retried");
+        assert!(sink.services().is_empty());
         writer.submit(&output("2"), &Index::new());
-        settle().await;
+        assert_eq!(settle(&writer).await, Done::wrote(1, 1, 1));
         assert_eq!(sink.services(), ["2"]);
         running.stop().await;
     }
@@ -588,6 +706,7 @@ mod tests {
         writer.submit(&output("1"), &Index::new());
         let running = Running::start(&writer, &sink, leading);
         tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(*sink.failures.lock().unwrap(), 0, "every attempt of the first round made");
         assert!(sink.services().is_empty());
         running.stop().await;
         assert_eq!(sink.services(), ["1"]);
@@ -600,7 +719,7 @@ mod tests {
         let (_leader, leading) = watch::channel(false);
         writer.submit(&output("1"), &Index::new());
         let running = Running::start(&writer, &sink, leading);
-        settle().await;
+        assert_eq!(settle(&writer).await, Done::wrote(1, 0, 0), "not leading: it ran and wrote nothing");
         running.stop().await;
         assert!(sink.services().is_empty());
     }

@@ -19,6 +19,7 @@ use stunner_gateway_operator::admin::{self, Readiness};
 use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::console::Console;
+use stunner_gateway_operator::console::charts::Charts;
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pipeline::{self, Outputs};
 use stunner_gateway_operator::pprof;
@@ -81,6 +82,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let cds_metrics = CdsMetrics::default();
     let auth_metrics = AuthMetrics::default();
     let registry = Arc::new(registry(&cds_metrics, &operator_metrics, &writer_metrics, &auth_metrics));
+    let charts = Charts::of(&operator_metrics, &writer_metrics, &cds_metrics);
     let store = Arc::new(ConfigStore::new(cds_metrics));
     let statuses = Arc::new(StatusBoard::default());
 
@@ -96,7 +98,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Bind everything first: a busy port is a start-up error, not a late surprise.
     let cds_listener = bind(args.config_discovery_address, "--config-discovery-address")?;
     let mut tasks = JoinSet::new();
-    serve_admin(&args, registry.clone(), &readiness, &serving, &stop_admin, &mut tasks)?;
+    serve_admin(&args, registry, &readiness, &serving, &stop_admin, &mut tasks)?;
     serve_auth(&args, store.clone(), auth_metrics, &serving, &stop_admin, &mut tasks)?;
 
     let settings = render_settings(&args, &mode, &namespace);
@@ -115,7 +117,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let follow = source.start(mode, &args, namespace, dataplane_pods).await?;
 
     let stages = Stages { readiness, shutdown, stop_writing, stop_admin, finalize: args.enable_finalizer };
-    let console = Console { statuses, registry };
+    let console = Console { statuses, charts };
     let cds = Cds { listener: cds_listener, store, settings: cds_settings, console };
     stages.serve(cds, reconciler, follow, tasks).await
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 /// The `controller` label of the `controller_runtime_*` metrics, which count here what those
 /// controllers did upstream: one reconcile per object event applied to the index.
 pub use stunner_gateway::index::Controller;
+use stunner_gateway_cds::latency::LatencyHistogram;
 use stunner_gateway_k8s::metrics::{DURATION_BUCKETS, FloatGauge};
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -52,7 +53,7 @@ pub struct ControllerResultLabels {
 #[derive(Clone)]
 pub struct OperatorMetrics {
     pub render: Counter,
-    pub render_time: Histogram,
+    pub render_time: LatencyHistogram,
     pub reconcile_events: Family<ReconcileLabels, Counter>,
     pub generation: Gauge,
     pub generation_last_acked: Gauge,
@@ -77,7 +78,7 @@ impl Default for OperatorMetrics {
         generation_last_acked.set(-1); // nothing acknowledged yet, as upstream
         OperatorMetrics {
             render: Counter::default(),
-            render_time: duration_histogram(),
+            render_time: LatencyHistogram::new(&DURATION_BUCKETS),
             reconcile_events: Family::default(),
             generation: Gauge::default(),
             generation_last_acked,

@@ -609,9 +609,35 @@ async fn a_watcher_that_falls_behind_catches_up_with_the_latest_version() {
     // Now it reads: what was on its way, then the latest version, never each one between.
     let mut got = Vec::new();
     let latest = read_until(&mut slow, &mut got, |b| find(b, b"\"realm\":\"r19\"")).await;
-    let sent = got.windows(10).filter(|w| *w == b"\"realm\":\"r").count();
-    assert!(sent < 20, "{sent} versions sent to a watcher that was not reading");
     assert_eq!(find(&got[latest + 1..], b"\"realm\":\"r"), None, "the latest version comes last");
+    // Every version it was sent, in order: those the socket took before it blocked (r0, r1,
+    // ... as they came), then the latest alone.
+    let marker = b"\"realm\":\"r";
+    let versions: Vec<usize> = (0..got.len())
+        .filter(|&at| got[at..].starts_with(marker))
+        .map(|at| {
+            let digits = got[at + marker.len()..].iter().take_while(|b| b.is_ascii_digit()).count();
+            std::str::from_utf8(&got[at + marker.len()..][..digits]).unwrap().parse().unwrap()
+        })
+        .collect();
+    let (&last, before) = versions.split_last().expect("versions sent");
+    assert_eq!(last, 19, "{versions:?}");
+    assert_eq!(
+        before,
+        (0..before.len()).collect::<Vec<_>>(),
+        "after the socket blocked, only the latest: {versions:?}"
+    );
+    assert!(before.len() < 19, "the socket never blocked: the test did not test ({versions:?})");
+    // And that is all the server sent it: its count of frames that went out whole (counted
+    // just after the write), less the healthy watcher's twenty.
+    let pushed = || s.metrics.pushes.get_or_create(&stunner_gateway_cds::metrics::WEBSOCKET).get() - 20;
+    for _ in 0..200 {
+        if pushed() >= versions.len() as u64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(pushed(), versions.len() as u64, "frames the server pushed to the slow watcher");
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

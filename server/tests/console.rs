@@ -210,7 +210,7 @@ async fn pages_take_the_config_lists_authorization_and_bound_event_streams() {
         max_connections: 64,
         ..Default::default()
     };
-    let console = Console { statuses: Default::default(), registry: Default::default() };
+    let console = Console { statuses: Default::default(), charts: Default::default() };
     let shutdown = tokio_util::sync::CancellationToken::new();
     tokio::spawn(serve(listener, store, settings, console, shutdown.clone()));
 

@@ -37,6 +37,17 @@ async fn set_available(c: &kube::Client, kind: &str, available: i64) {
         .unwrap_or_else(|e| panic!("status of the {kind}: {e}"));
 }
 
+/// Changes the Dataplane (its pods' termination grace period to `grace` seconds, keeping
+/// `kind`) and waits until the operator has written that render's `kind` object.
+async fn later_render_written(c: &kube::Client, kind: &str, grace: i64) {
+    apply_yaml(c, &dataplane(&format!("  dataplaneResource: {kind}\n  terminationGracePeriodSeconds: {grace}\n")))
+        .await;
+    wait_object(c, "apps/v1", kind, Some(NS), GW, "a later render written", |o| {
+        pod_spec(o)["terminationGracePeriodSeconds"] == grace
+    })
+    .await;
+}
+
 fn pod_spec(o: &kube::api::DynamicObject) -> &Value {
     &o.data["spec"]["template"]["spec"]
 }
@@ -68,9 +79,10 @@ async fn switching_the_dataplane_kind_replaces_the_object_once_the_new_one_serve
     );
     assert_eq!(pod_spec(&daemon_set)["containers"][0]["env"], pod_spec(&deployment)["containers"][0]["env"]);
     assert!(managers(&daemon_set).contains(&("stunner-gateway-operator".into(), String::new())), "applied by us");
-    // The DaemonSet has no available pod yet: the Deployment stays. A later render (the
-    // DaemonSet's status changes below) must still see it, so this is no race.
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // The DaemonSet has no available pod yet: the Deployment stays. Seen once a later render
+    // is written (the writer writes renders in order, so every write of the earlier ones,
+    // a wrong deletion too, is done by then): the Dataplane's next change, on the DaemonSet.
+    later_render_written(c, "DaemonSet", 7).await;
     assert!(get(c, "apps/v1", "Deployment", Some(NS), GW).await.is_some(), "deleted before the DaemonSet served");
     set_available(c, "DaemonSet", 1).await;
     wait_gone(c, "apps/v1", "Deployment", Some(NS), GW).await;
@@ -80,7 +92,7 @@ async fn switching_the_dataplane_kind_replaces_the_object_once_the_new_one_serve
     // And back.
     apply_yaml(c, &dataplane("  dataplaneResource: Deployment\n")).await;
     wait_object(c, "apps/v1", "Deployment", Some(NS), GW, "re-made", |_| true).await;
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    later_render_written(c, "Deployment", 8).await;
     assert!(get(c, "apps/v1", "DaemonSet", Some(NS), GW).await.is_some(), "deleted before the Deployment served");
     set_available(c, "Deployment", 1).await;
     wait_gone(c, "apps/v1", "DaemonSet", Some(NS), GW).await;

@@ -900,11 +900,7 @@ stringData: {tls.crt: "not-a-cert-5521", tls.key: "tls-key-value!!"}
         programmed.is_some_and(|p| p["reason"] == "Invalid" && p["message"].as_str().unwrap_or("").contains("password"))
     })
     .await;
-    // Give the operator a moment to log whatever it logs about the last change.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-
-    let log = op.log_tail(usize::MAX);
-    let mut seen = vec![("the log".to_string(), log.clone())];
+    let mut seen = Vec::new();
     for (kind, ns, name) in [("GatewayClass", None, "stunner-gatewayclass"), ("Gateway", Some(NS), "udp-gateway")] {
         let o = get(c, GW, kind, ns, name).await.unwrap();
         seen.push((format!("{kind} status"), o.data["status"].to_string()));
@@ -914,6 +910,11 @@ stringData: {tls.crt: "not-a-cert-5521", tls.key: "tls-key-value!!"}
         assert_eq!(status, 200, "{path}: {body}");
         seen.push((path.to_string(), body));
     }
+    // The whole log, to the operator's exit: whatever it logs about the last change, however
+    // late, is in it.
+    let log = op.stop_and_read_log().await;
+    assert!(log.contains("shutting down"), "the log to the operator's exit: {log}");
+    seen.push(("the log".to_string(), log.clone()));
     let b64 = base64::engine::general_purpose::STANDARD;
     for (place, text) in &seen {
         for value in secrets {

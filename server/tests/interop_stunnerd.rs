@@ -15,6 +15,7 @@ mod external;
 mod ports;
 
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -251,15 +252,23 @@ async fn health(path: &str) -> Option<(u16, String)> {
 
 /// A UDP echo server on loopback: the media backend behind the route.
 async fn echo_backend() -> SocketAddr {
+    echo_backend_with_peers().await.0
+}
+
+/// [`echo_backend`], with the addresses it has heard from so far: one per relay allocation
+/// that sent it something.
+async fn echo_backend_with_peers() -> (SocketAddr, tokio::sync::watch::Receiver<HashSet<SocketAddr>>) {
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = sock.local_addr().unwrap();
+    let (peers, heard) = tokio::sync::watch::channel(HashSet::new());
     tokio::spawn(async move {
         let mut buf = [0u8; 2048];
         while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+            peers.send_if_modified(|p| p.insert(from));
             let _ = sock.send_to(&buf[..n], from).await;
         }
     });
-    addr
+    (addr, heard)
 }
 
 enum Auth {
@@ -855,7 +864,7 @@ async fn stunnerd_takes_the_user_quota_but_the_open_build_does_not_enforce_it() 
     let auth = Auth::Static { user: "user-1", password: "pass-1" };
     let dir = manifests("quota", &auth, &[("udp-listener", "UDP", udp)], None);
     rewrite(&dir, "gatewayclass.yaml", &gatewayclass_with(&auth, "userQuota: 2"));
-    let backend = echo_backend().await;
+    let (backend, mut relays) = echo_backend_with_peers().await;
     let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
     let mut sd = Stunnerd::start(&daemon.addr).await;
     sd.wait_ready().await;
@@ -873,8 +882,10 @@ async fn stunnerd_takes_the_user_quota_but_the_open_build_does_not_enforce_it() 
             })
         })
         .collect();
-    // v1.2.1 logs no allocation at INFO; a probe allocates within a second on loopback.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // v1.2.1 logs no allocation at INFO: both are allocated once the backend has heard from
+    // two relay addresses.
+    let both = tokio::time::timeout(Duration::from_secs(20), relays.wait_for(|r| r.len() == 2)).await;
+    both.expect("two relayed allocations within 20 s").expect("the backend runs");
     let third = probe.run(backend).await;
     let third_done = Instant::now();
     for h in held {
@@ -882,6 +893,7 @@ async fn stunnerd_takes_the_user_quota_but_the_open_build_does_not_enforce_it() 
         assert!(v.ok, "a held allocation: {v:?}");
     }
     assert!(third_done.elapsed() > Duration::from_secs(3), "the first two were still held during the third");
+    assert_eq!(relays.borrow().len(), 3, "three allocations at the backend");
     assert!(third.ok && third.received > 0, "v1.2.1 relays the third allocation too: {third:?}\n{}", tail(&sd.log));
     sd.stop().await;
     daemon.kill().await;

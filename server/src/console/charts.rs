@@ -1,72 +1,51 @@
-//! Small bar charts of the operator's own latency histograms, read from the registry the
-//! metrics endpoint serves (so a chart shows exactly what Prometheus scrapes), drawn as
-//! inline SVG on the server: no chart library, nothing to load.
+//! Small bar charts of the operator's own latency histograms, read from the very histograms
+//! the metrics endpoint serves (so a chart shows exactly what Prometheus scrapes, without
+//! encoding the registry to read four of its metrics back), drawn as inline SVG on the
+//! server: no chart library, nothing to load.
 
 use super::html::Html;
-use prometheus_client::registry::Registry;
+use crate::metrics::OperatorMetrics;
+use stunner_gateway_cds::CdsMetrics;
+use stunner_gateway_cds::latency::{HistogramSnapshot, LatencyHistogram};
+use stunner_gateway_k8s::metrics::WriterMetrics;
 
-/// One histogram's buckets, not cumulative: `(upper bound, observations in this bucket)`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
-    pub buckets: Vec<(f64, u64)>,
-    pub count: u64,
-    pub sum: f64,
-}
+/// The histograms the console charts, with what each measures: handles to the ones
+/// registered for `/metrics`.
+#[derive(Debug, Clone)]
+pub struct Charts(Vec<(&'static str, LatencyHistogram)>);
 
-/// The histograms the console charts: metric name and what it measures.
-pub const CHARTS: [(&str, &str); 4] = [
-    ("stunner_gateway_operator_render_time_seconds", "Render time"),
-    ("stunner_gateway_operator_update_time_seconds", "Update (write) time"),
-    ("stunner_gateway_operator_cds_push_time_seconds", "Push time (store to send)"),
-    ("stunner_gateway_operator_cds_ack_time_seconds", "Ack time (store to applied)"),
-];
-
-/// The registry's text exposition.
-pub fn exposition(registry: &Registry) -> String {
-    let mut text = String::new();
-    // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut text, registry);
-    text
-}
-
-/// Reads histogram `name` (unlabelled) out of a text exposition.
-pub fn histogram(exposition: &str, name: &str) -> Option<Histogram> {
-    let bucket_prefix = format!("{name}_bucket{{le=\"");
-    let mut cumulative = Vec::new();
-    let (mut count, mut sum) = (None, None);
-    for line in exposition.lines() {
-        if let Some(rest) = line.strip_prefix(&bucket_prefix) {
-            let (le, value) = rest.split_once("\"} ")?;
-            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
-            cumulative.push((le, value.trim().parse::<u64>().ok()?));
-        } else if let Some(v) = line.strip_prefix(name).and_then(|r| r.strip_prefix("_count ")) {
-            count = v.trim().parse().ok();
-        } else if let Some(v) = line.strip_prefix(name).and_then(|r| r.strip_prefix("_sum ")) {
-            sum = v.trim().parse().ok();
-        }
+impl Charts {
+    /// The render, update, push and ack times of these metrics.
+    pub fn of(operator: &OperatorMetrics, writer: &WriterMetrics, cds: &CdsMetrics) -> Charts {
+        Charts(vec![
+            ("Render time", operator.render_time.clone()),
+            ("Update (write) time", writer.update_time.clone()),
+            ("Push time (store to send)", cds.push_time.clone()),
+            ("Ack time (store to applied)", cds.ack_time.clone()),
+        ])
     }
-    let mut previous = 0;
-    let buckets = cumulative
-        .into_iter()
-        .map(|(le, total)| {
-            let here = total.saturating_sub(previous);
-            previous = total;
-            (le, here)
-        })
-        .collect();
-    Some(Histogram { buckets, count: count?, sum: sum? })
+
+    /// Each chart's title and its histogram's values now.
+    pub fn read(&self) -> impl Iterator<Item = (&'static str, HistogramSnapshot)> + '_ {
+        self.0.iter().map(|(title, h)| (*title, h.snapshot()))
+    }
 }
 
-impl Histogram {
-    /// The upper bound of the bucket holding the `q` quantile (0..=1).
-    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
-        let rank = (q * self.count as f64).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        self.buckets.iter().find_map(|&(le, n)| {
-            seen += n;
-            (seen >= rank).then_some(le)
-        })
+/// Histograms nobody else observes: for a console served without the daemon's metrics.
+impl Default for Charts {
+    fn default() -> Self {
+        Charts::of(&OperatorMetrics::default(), &WriterMetrics::default(), &CdsMetrics::default())
     }
+}
+
+/// The upper bound of the bucket holding the `q` quantile (0..=1) of `h`.
+pub fn quantile_bound(h: &HistogramSnapshot, q: f64) -> Option<f64> {
+    let rank = (q * h.count as f64).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    h.buckets.iter().find_map(|&(le, n)| {
+        seen += n;
+        (seen >= rank).then_some(le)
+    })
 }
 
 /// Chart geometry, in SVG user units.
@@ -76,7 +55,7 @@ const HEIGHT: f64 = 80.0;
 const MIN_BARS: usize = 8;
 
 /// An SVG bar chart of `h`: one bar per bucket up to the last one used, labelled by bound.
-pub fn draw(html: &mut Html, title: &str, h: &Histogram) {
+pub fn draw(html: &mut Html, title: &str, h: &HistogramSnapshot) {
     let used = h.buckets.iter().rposition(|&(_, n)| n > 0).map_or(0, |i| i + 1);
     let bars = &h.buckets[..used.max(MIN_BARS).min(h.buckets.len())];
     let tallest = bars.iter().map(|&(_, n)| n).max().unwrap_or(0).max(1) as f64;
@@ -106,12 +85,12 @@ pub fn draw(html: &mut Html, title: &str, h: &Histogram) {
     html.close("figure");
 }
 
-fn summary(h: &Histogram) -> String {
+fn summary(h: &HistogramSnapshot) -> String {
     if h.count == 0 {
         return " — no observations yet".into();
     }
     let mean = h.sum / h.count as f64;
-    let p = |q| h.quantile_bound(q).map_or_else(|| "?".into(), bound);
+    let p = |q| quantile_bound(h, q).map_or_else(|| "?".into(), bound);
     let plural = if h.count == 1 { "" } else { "s" };
     format!(" — {} observation{plural}, mean {:.4} s, p50 ≤ {} s, p99 ≤ {} s", h.count, mean, p(0.5), p(0.99))
 }
@@ -123,27 +102,38 @@ fn bound(le: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::metrics::histogram::Histogram as PromHistogram;
+    use std::time::Duration;
 
     #[test]
-    fn reads_a_histogram_back_from_the_exposition() {
-        let h = PromHistogram::new([0.01, 0.1, 1.0]);
-        for v in [0.005, 0.05, 0.06, 5.0] {
-            h.observe(v);
+    fn charts_a_histogram_by_its_values() {
+        let render = LatencyHistogram::new(&[0.01, 0.1, 1.0]);
+        for ms in [2, 30, 40, 2000] {
+            render.observe(Duration::from_millis(ms));
         }
-        let mut registry = Registry::default();
-        registry.register("stunner_gateway_operator_render_time_seconds", "t", h);
-        let text = exposition(&registry);
-        let read = histogram(&text, CHARTS[0].0).expect("the histogram is there");
-        assert_eq!(read.buckets, [(0.01, 1), (0.1, 2), (1.0, 0), (f64::INFINITY, 1)]);
-        assert_eq!(read.count, 4);
-        assert_eq!(read.quantile_bound(0.5), Some(0.1));
-        assert_eq!(read.quantile_bound(1.0), Some(f64::INFINITY));
-        assert!(histogram(&text, "absent").is_none());
+        let read = render.snapshot();
+        assert_eq!(quantile_bound(&read, 0.5), Some(0.1));
+        assert_eq!(quantile_bound(&read, 1.0), Some(f64::INFINITY));
         let mut html = Html::new();
         draw(&mut html, "Render time", &read);
         let svg = html.into_string();
         assert_eq!(svg.matches("<rect").count(), 4, "every bucket, the chart having fewer than the minimum");
         assert!(svg.contains("4 observations"));
+    }
+
+    #[test]
+    fn charts_read_the_histograms_the_metrics_observe() {
+        let operator = OperatorMetrics::default();
+        let charts = Charts::of(&operator, &WriterMetrics::default(), &CdsMetrics::default());
+        operator.render_time.observe(Duration::from_millis(20));
+        let counts: Vec<(&str, u64)> = charts.read().map(|(title, h)| (title, h.count)).collect();
+        assert_eq!(
+            counts,
+            [
+                ("Render time", 1),
+                ("Update (write) time", 0),
+                ("Push time (store to send)", 0),
+                ("Ack time (store to applied)", 0)
+            ]
+        );
     }
 }

@@ -23,7 +23,6 @@ use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
 use stunner_gateway::query::Query;
@@ -35,8 +34,8 @@ use stunner_gateway_cds::store::Scope;
 /// What the console reads beyond the CDS's own state.
 pub struct Console {
     pub statuses: Arc<StatusBoard>,
-    /// The registry `/metrics` serves: the charts read its histograms.
-    pub registry: Arc<Registry>,
+    /// The histograms `/metrics` serves that the overview charts.
+    pub charts: charts::Charts,
 }
 
 /// The console's handlers' state: the CDS's and the console's own.
@@ -87,8 +86,7 @@ async fn overview(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     if let Err(refused) = shared.authorize(Caller::of(&req)).await {
         return refused;
     }
-    let exposition = charts::exposition(&shared.console.registry);
-    html(StatusCode::OK, pages::overview(&shared.state(), &exposition))
+    html(StatusCode::OK, pages::overview(&shared.state(), &shared.console.charts))
 }
 
 async fn clients(State(shared): State<Arc<Shared>>, req: Request) -> Response {

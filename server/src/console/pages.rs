@@ -42,7 +42,7 @@ fn page(title: &str, section: Section, main: Html) -> String {
 }
 
 /// `/ui/`: every Gateway by namespace, then the latency charts.
-pub fn overview(state: &State, exposition: &str) -> String {
+pub fn overview(state: &State, charts: &charts::Charts) -> String {
     let mut h = Html::new();
     h.element("h1", &[], "Gateways");
     let rows = state.gateways();
@@ -64,13 +64,8 @@ pub fn overview(state: &State, exposition: &str) -> String {
         h.close("tbody").close("table").close("section");
     }
     h.open("section", &[("class", "charts")]).element("h2", &[], "Latency");
-    for (name, title) in charts::CHARTS {
-        match charts::histogram(exposition, name) {
-            Some(histogram) => charts::draw(&mut h, title, &histogram),
-            None => {
-                h.element("p", &[], &format!("{title}: not exported"));
-            }
-        }
+    for (title, histogram) in charts.read() {
+        charts::draw(&mut h, title, &histogram);
     }
     h.close("section");
     page("Overview", Section::Overview, h)

@@ -93,7 +93,7 @@ impl Reconciler {
     fn end_pass(&self, pass: Pass, dirty: &Dirty, publishing: Duration) {
         let metrics = &self.outputs.metrics;
         metrics.render.inc();
-        metrics.render_time.observe(pass.started.elapsed().saturating_sub(publishing).as_secs_f64());
+        metrics.render_time.observe(pass.started.elapsed().saturating_sub(publishing));
         metrics.generation_last_acked.set(self.generation);
         tracing::debug!(
             generation = self.generation,

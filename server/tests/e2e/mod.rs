@@ -557,6 +557,8 @@ pub struct Operator {
     pub cds: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
     log_path: PathBuf,
+    /// Copies the operator's stderr into `log`; ends when the process has closed it.
+    log_reader: tokio::task::JoinHandle<()>,
 }
 
 impl Operator {
@@ -609,7 +611,7 @@ impl Operator {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sink = log.clone();
         let file_path = log_path.clone();
-        tokio::spawn(async move {
+        let log_reader = tokio::spawn(async move {
             let mut tx = Some(tx);
             let mut file = std::fs::OpenOptions::new().create(true).append(true).open(file_path).unwrap();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -623,7 +625,8 @@ impl Operator {
                 sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
             }
         });
-        let mut op = Operator { child, name: name.to_string(), cds: "127.0.0.1:1".parse().unwrap(), log, log_path };
+        let cds = "127.0.0.1:1".parse().unwrap();
+        let mut op = Operator { child, name: name.to_string(), cds, log, log_path, log_reader };
         match tokio::time::timeout(TIMEOUT, rx).await {
             Ok(Ok(addr)) => op.cds = addr.parse().unwrap(),
             _ => panic!("operator {name} did not serve the CDS; log:\n{}", op.log_tail(60)),
@@ -654,8 +657,24 @@ impl Operator {
     }
 
     /// SIGTERM, then waits for the exit (SIGKILL after a while).
-    #[allow(unsafe_code)] // kill(2): std can only send SIGKILL
     pub async fn stop(mut self) {
+        self.terminate().await;
+    }
+
+    /// Stops the operator and returns every line it logged, to the last: a check that
+    /// something is never logged sees what the operator would have logged later too.
+    pub async fn stop_and_read_log(mut self) -> String {
+        self.terminate().await;
+        tokio::time::timeout(TIMEOUT, &mut self.log_reader)
+            .await
+            .expect("the operator's stderr closes when it exits")
+            .expect("the log reader does not panic");
+        self.log_tail(usize::MAX)
+    }
+
+    /// SIGTERM, and SIGKILL if it has not exited after 30 s.
+    #[allow(unsafe_code)] // kill(2): std can only send SIGKILL
+    async fn terminate(&mut self) {
         if let Some(pid) = self.child.id() {
             // SAFETY: a plain kill(2) of our own child.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
