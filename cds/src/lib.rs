@@ -40,6 +40,9 @@ pub mod session;
 pub mod store;
 pub mod version;
 pub mod watch;
+// Driven by the transports from the next commit on.
+#[allow(dead_code)]
+pub mod watch_protocol;
 pub mod websocket;
 
 pub use metrics::CdsMetrics;

@@ -201,10 +201,9 @@ fn write_some(mut socket: impl Write, bytes: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::metrics::CdsMetrics;
-    use crate::session::WebSocketFrame;
     use crate::store::{ConfigStore, Scope};
     use crate::watch::{Held, Watch};
-    use crate::websocket::{close_frame, ping_frame, text_frame};
+    use crate::websocket::{WebSocketFrame, close_frame, ping_frame, text_frame};
     use std::sync::Arc;
     use stunner_gateway::config::StunnerConfig;
 

@@ -11,9 +11,8 @@
 use super::clients::Registration;
 use super::connection::ConnectionPermit;
 use super::metrics::{CdsMetrics, WEBSOCKET};
-use super::store::{Encoding, Frame, Snapshot};
 use super::watch::{Update, Watch};
-use super::websocket::{Event, FrameReader, ProtocolError, close_frame, ping_frame, text_frame};
+use super::websocket::{Event, FrameReader, ProtocolError, WebSocketFrame, close_frame, ping_frame};
 use bytes::Bytes;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
@@ -41,16 +40,6 @@ impl Default for Settings {
             ping_interval: Duration::from_secs(20),
             max_client_message: 4096,
         }
-    }
-}
-
-/// The WebSocket encoding of a snapshot variant: a complete text frame, written as is by
-/// every watch session.
-pub(crate) struct WebSocketFrame;
-
-impl Encoding for WebSocketFrame {
-    fn encode(_: &Snapshot, json: &Frame) -> Bytes {
-        text_frame(json)
     }
 }
 
@@ -269,6 +258,7 @@ mod tests {
     use crate::metrics::Transport;
     use crate::store::{ConfigStore, Scope};
     use crate::watch::Held;
+    use crate::websocket::text_frame;
     use std::sync::Arc;
     use stunner_gateway::cds::ConfigId;
     use stunner_gateway::config::StunnerConfig;
