@@ -17,31 +17,11 @@ use bytes::Bytes;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
-use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, MissedTickBehavior, timeout};
 use tokio_util::sync::CancellationToken;
 
-/// Limits and timers of watch sessions.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// How long one frame may take to go out before the client is dropped.
-    pub write_timeout: Duration,
-    /// How often we Ping a client; a client silent for three intervals is dropped.
-    pub ping_interval: Duration,
-    /// Largest message accepted from a client (clients only send control frames).
-    pub max_client_message: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            write_timeout: Duration::from_secs(10),
-            ping_interval: Duration::from_secs(20),
-            max_client_message: 4096,
-        }
-    }
-}
+pub use super::watch_protocol::Settings;
 
 /// One watch client's session on `S`, the upgraded connection (with whatever the client sent
 /// right after its request still to be read from it).

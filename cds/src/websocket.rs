@@ -125,7 +125,8 @@ pub struct FrameReader {
 enum State {
     Header {
         bytes: [u8; 14],
-        len: usize,
+        /// At most 14 (a byte: an idle connection's reader is small).
+        len: u8,
     },
     /// Boxed: a watch connection waits in `Header` nearly all its life, and the control
     /// buffer would make every idle connection 128 bytes larger.
@@ -156,19 +157,20 @@ impl FrameReader {
         if let State::Header { bytes, len } = &mut self.state {
             // The first two bytes tell how long the header is; then read the rest of it.
             loop {
-                let want = header_len(&bytes[..*len]);
-                if *len == want {
+                let have = usize::from(*len);
+                let want = header_len(&bytes[..have]);
+                if have == want {
                     break;
                 }
                 if used == input.len() {
                     return Ok((used, None));
                 }
-                let take = (want - *len).min(input.len() - used);
-                bytes[*len..*len + take].copy_from_slice(&input[used..used + take]);
-                *len += take;
+                let take = (want - have).min(input.len() - used);
+                bytes[have..have + take].copy_from_slice(&input[used..used + take]);
+                *len += take as u8; // at most 14
                 used += take;
             }
-            let (header, len) = (*bytes, *len);
+            let (header, len) = (*bytes, usize::from(*len));
             self.state = State::Payload(Box::new(self.start_payload(&header[..len])?));
         }
         let State::Payload(payload) = &mut self.state else { unreachable!("header state handled above") };

@@ -202,7 +202,9 @@ enum Phase {
 /// One watching connection's protocol state. Small: a fan-out shard holds one per idle
 /// watcher.
 pub(crate) struct WatchProtocol {
-    last_heard: Instant,
+    /// Ping intervals that passed since the client was last heard (a count, not an instant:
+    /// 15 bytes less per idle watcher).
+    silent_intervals: u8,
     next_ping: Instant,
     /// When the frame handed out last started on its way; `None` when no frame is.
     writing_since: Option<Instant>,
@@ -215,7 +217,7 @@ impl WatchProtocol {
     /// A connection that opened at `now`.
     pub(crate) fn new(settings: &Settings, now: Instant) -> Self {
         WatchProtocol {
-            last_heard: now,
+            silent_intervals: 0,
             next_ping: now + settings.ping_interval,
             writing_since: None,
             waiting: Outbox::default(),
@@ -231,7 +233,7 @@ impl WatchProtocol {
             return None;
         }
         if inbox.heard {
-            self.last_heard = now;
+            self.silent_intervals = 0;
         }
         let pong = inbox.pong.and_then(|pong| self.send(Out::Pong(pong), now));
         let last = match (inbox.close, inbox.end) {
@@ -289,7 +291,7 @@ impl WatchProtocol {
 
     /// It is `now`: a frame on its way past the write timeout ends the connection; a Ping is
     /// due every interval (up to [`Settings::slack`] early), unless the client was silent for
-    /// three intervals, which ends it. A Ping is not sent behind a frame on its way (the write
+    /// the three intervals before, which ends it. A Ping is not sent behind a frame on its way (the write
     /// timeout already watches a client that does not read).
     pub(crate) fn on_timer(&mut self, now: Instant, settings: &Settings) -> Option<Transmit> {
         if self.writing_since.is_some_and(|since| now >= since + settings.write_timeout) {
@@ -302,10 +304,11 @@ impl WatchProtocol {
         if self.phase != Phase::Open || now + settings.slack() < self.next_ping {
             return None;
         }
-        if now.saturating_duration_since(self.last_heard) >= settings.ping_interval * 3 {
+        if self.silent_intervals >= 3 {
             self.phase = Phase::Over(End::Silent);
             return None;
         }
+        self.silent_intervals += 1;
         self.next_ping = now + settings.ping_interval;
         self.send(Out::Ping(ping_frame(b"keepalive")), now)
     }
