@@ -21,14 +21,15 @@
 
 use super::clients::Registration;
 use super::connection::ConnectionPermit;
-use super::metrics::{CdsMetrics, WEBSOCKET};
+use super::metrics::CdsMetrics;
 use super::store::{ChangedIds, ConfigStore, Scope};
 use super::watch::{Update, Watch};
-use super::watch_protocol::{End, Inbox, Out, Push, READ_CHUNK, READS_PER_WAKE, Settings, Transmit, WatchProtocol};
+use super::watch_protocol::{
+    End, Inbox, Push, PushCounters, READ_CHUNK, READS_PER_WAKE, Settings, Transmit, WatchProtocol,
+};
 use super::websocket::{FrameReader, WebSocketFrame, close_frame};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -144,24 +145,6 @@ impl Conn {
     }
 }
 
-/// What a frame that went out whole is counted as.
-struct PushCounters {
-    pushes: Counter,
-    bytes: Counter,
-}
-
-impl PushCounters {
-    /// Bookkeeping of a frame that went out whole: a config push is counted and recorded as
-    /// sent to its client.
-    fn record(&self, client: &Registration, out: &Out) {
-        if let Out::Config(Push { update, .. }) = out {
-            client.sent(&update.snapshot);
-            self.pushes.inc();
-            self.bytes.inc_by(update.frame().len() as u64);
-        }
-    }
-}
-
 struct Shard {
     poll: AsyncFd<Poll>,
     /// The ids the store changed since the shard last looked, and its wake for them.
@@ -223,10 +206,7 @@ impl Shard {
         let poll =
             unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }.map_err(io::Error::from)?;
         let metrics = store.metrics.clone();
-        let counters = PushCounters {
-            pushes: metrics.pushes.get_or_create(&WEBSOCKET).clone(),
-            bytes: metrics.push_bytes.get_or_create(&WEBSOCKET).clone(),
-        };
+        let counters = PushCounters::new(&metrics);
         let state = State {
             counters,
             outbox_bytes: metrics.outbox_bytes.clone(),

@@ -19,10 +19,12 @@ mod outbox;
 
 pub(crate) use outbox::{Out, Push};
 
+use crate::clients::Registration;
 use crate::metrics::{CdsMetrics, WEBSOCKET};
 use crate::websocket::{Event, FrameReader, ProtocolError, close_frame, ping_frame};
 use bytes::Bytes;
 use outbox::Outbox;
+use prometheus_client::metrics::counter::Counter;
 use std::time::{Duration, Instant};
 
 /// Limits and timers of watch connections.
@@ -89,6 +91,31 @@ impl End {
             }
             End::Broken(error) => tracing::debug!(?error, "CDS watch client broke the WebSocket protocol"),
             End::ClientClosed | End::ShuttingDown => {}
+        }
+    }
+}
+
+/// What a frame written whole is counted as, by either driver: a config push is counted and
+/// recorded as sent to its client.
+pub(crate) struct PushCounters {
+    pushes: Counter,
+    bytes: Counter,
+}
+
+impl PushCounters {
+    /// Looked up once per driver: each push then costs two atomic increments.
+    pub(crate) fn new(metrics: &CdsMetrics) -> Self {
+        PushCounters {
+            pushes: metrics.pushes.get_or_create(&WEBSOCKET).clone(),
+            bytes: metrics.push_bytes.get_or_create(&WEBSOCKET).clone(),
+        }
+    }
+
+    pub(crate) fn record(&self, client: &Registration, out: &Out) {
+        if let Out::Config(Push { update, .. }) = out {
+            client.sent(&update.snapshot);
+            self.pushes.inc();
+            self.bytes.inc_by(update.frame().len() as u64);
         }
     }
 }
