@@ -156,12 +156,12 @@ fn poll_read<R: AsyncRead + Unpin>(stream: &mut R, cx: &mut Context<'_>, reader:
 mod tests {
     use super::*;
     use crate::clients::{ClientInfo, ClientTable};
-    use crate::metrics::Transport;
-    use crate::metrics::WEBSOCKET;
+    use crate::metrics::{Transport, WEBSOCKET};
     use crate::store::{ConfigStore, Scope};
     use crate::watch::Held;
     use crate::websocket::{close_frame, text_frame};
     use std::sync::Arc;
+    use std::time::Duration;
     use stunner_gateway::cds::ConfigId;
     use stunner_gateway::config::StunnerConfig;
     use tokio::io::{AsyncReadExt, DuplexStream};
@@ -185,39 +185,49 @@ mod tests {
         c
     }
 
-    /// The session needs a byte stream, not a TCP socket (a TLS stream will do): here an
-    /// in-memory pipe carries the whole watch.
-    #[tokio::test]
-    async fn a_watch_runs_over_any_byte_stream() {
-        let metrics = CdsMetrics::default();
-        let store = Arc::new(ConfigStore::new(metrics.clone()));
-        store.upsert(config("r1"));
-        let id = ConfigId::new("ns", "gw");
-        let (watch, initial) = Watch::resume(store.clone(), Scope::Config(id.clone()), None, &Held::new());
-        let clients = Arc::new(ClientTable::new(metrics.clone()));
+    /// A watch of ns/gw in `store` as a session on an in-memory pipe of `capacity` bytes: the
+    /// session with its initial configs, the client's end of the pipe, the client table.
+    fn session(
+        store: &Arc<ConfigStore>,
+        capacity: usize,
+        shutdown: &CancellationToken,
+    ) -> (Session<DuplexStream>, Vec<Update>, DuplexStream, Arc<ClientTable>) {
+        let scope = Scope::Config(ConfigId::new("ns", "gw"));
+        let (watch, initial) = Watch::resume(store.clone(), scope.clone(), None, &Held::new());
+        let clients = Arc::new(ClientTable::new(store.metrics.clone()));
         let info = ClientInfo {
             transport: Transport::Websocket,
             remote_address: None,
             node: Box::default(),
-            scope: Scope::Config(id.clone()),
+            scope,
             client_name: Box::default(),
             identity: Box::default(),
         };
         let client = clients.register(info);
-        let (stream, mut peer) = tokio::io::duplex(64 * 1024);
-        // Sent along with the request: answered before the first config goes out.
-        peer.write_all(&client_ping(b"early")).await.unwrap();
-        let shutdown = CancellationToken::new();
-        let settings = Settings::default();
+        let (stream, peer) = tokio::io::duplex(capacity);
         let session = Session {
             stream,
             watch,
-            settings,
-            metrics: metrics.clone(),
+            settings: Settings::default(),
+            metrics: store.metrics.clone(),
             shutdown: shutdown.clone(),
             client,
             _permit: None,
         };
+        (session, initial, peer, clients)
+    }
+
+    /// The session needs a byte stream, not a TCP socket (a TLS stream will do): here an
+    /// in-memory pipe carries the whole watch.
+    #[tokio::test]
+    async fn a_watch_runs_over_any_byte_stream() {
+        let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+        store.upsert(config("r1"));
+        let id = ConfigId::new("ns", "gw");
+        let shutdown = CancellationToken::new();
+        let (session, initial, mut peer, clients) = session(&store, 64 * 1024, &shutdown);
+        // Sent along with the request: answered before the first config goes out.
+        peer.write_all(&client_ping(b"early")).await.unwrap();
         let task = tokio::spawn(session.run(initial));
 
         read_exactly(&mut peer, b"\x8a\x05early").await;
@@ -230,6 +240,25 @@ mod tests {
         read_exactly(&mut peer, &close_frame(None)).await;
         task.await.unwrap();
         assert_eq!(clients.count(Transport::Websocket), 0, "the session left the client table");
-        assert_eq!(metrics.pushes.get_or_create(&WEBSOCKET).get(), 2);
+        assert_eq!(store.metrics.pushes.get_or_create(&WEBSOCKET).get(), 2);
+    }
+
+    /// The session tells its protocol the time: a client that takes nothing of a config larger
+    /// than the pipe holds is dropped once the write timeout passes (on a paused clock, which
+    /// moves on when the session has nothing else to do).
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_nothing_is_dropped_at_the_write_timeout() {
+        let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+        let mut big = config("r1");
+        big.auth.credentials.insert("padding".into(), "x".repeat(8192));
+        store.upsert(big);
+        let shutdown = CancellationToken::new();
+        let (session, initial, peer, _clients) = session(&store, 1024, &shutdown);
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(60), session.run(initial)).await.expect("the session ended");
+        assert_eq!(started.elapsed(), Settings::default().write_timeout, "at the write timeout");
+        assert_eq!(store.metrics.dropped_clients.get_or_create(&WEBSOCKET).get(), 1);
+        assert_eq!(store.metrics.pushes.get_or_create(&WEBSOCKET).get(), 0, "the config never went out whole");
+        drop(peer);
     }
 }
