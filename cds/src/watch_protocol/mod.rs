@@ -127,16 +127,18 @@ impl PushCounters {
 /// received". Not every code may be echoed: §7.4.1 says 1005, 1006 and 1015 "MUST NOT be set
 /// as a status code in a Close control frame by an endpoint", and §7.4.2 leaves 0–999 unused
 /// and 1000–2999 to the protocol itself, of which only 1000–1003 and 1007–1011 are defined
-/// (1012–1014 since, in IANA's WebSocket Close Code Number Registry that §11.7 creates);
+/// (1012 and 1013 since, in IANA's WebSocket Close Code Number Registry that §11.7 creates);
 /// 3000–4999 are for libraries, frameworks and applications. A code outside these a client
 /// had no right to send: it broke the protocol, and the answer is §7.4.1's 1002 ("terminating
-/// the connection due to a protocol error"), as the Autobahn test suite (cases 7.9.*) expects.
-/// An empty Close is answered with an empty Close: its code reads as 1005 (§7.1.5), which may
-/// not be sent.
+/// the connection due to a protocol error"), as the Autobahn test suite (cases 7.9.*)
+/// expects. These are the codes gorilla/websocket, on which upstream's CDS server runs,
+/// accepts (its `isValidReceivedCloseCode`; 1014, registered later, is refused there and so
+/// here). An empty Close is answered with an empty Close: its code reads as 1005 (§7.1.5),
+/// which may not be sent.
 fn close_reply(code: Option<u16>) -> Result<Option<u16>, ProtocolError> {
     match code {
         None => Ok(None),
-        Some(code @ (1000..=1003 | 1007..=1014 | 3000..=4999)) => Ok(Some(code)),
+        Some(code @ (1000..=1003 | 1007..=1013 | 3000..=4999)) => Ok(Some(code)),
         Some(code) => Err(ProtocolError::BadCloseCode(code)),
     }
 }

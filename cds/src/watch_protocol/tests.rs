@@ -156,16 +156,17 @@ fn a_close_is_answered_with_its_code_when_one_may_send_it_else_with_1002() {
         (sent, machine.over())
     };
     let echoed = |code: u16| (vec![format!("close {:?}", &close_frame(Some(code))[..])], Some(End::ClientClosed));
-    // Codes RFC 6455 §7.4.1 defines for endpoints to send, IANA's later ones, and the ranges
-    // §7.4.2 gives libraries and applications: echoed.
-    for code in [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999] {
+    // Codes RFC 6455 §7.4.1 defines for endpoints to send, IANA's 1012 and 1013, and the
+    // ranges §7.4.2 gives libraries and applications: echoed.
+    for code in [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 3000, 3999, 4000, 4999] {
         assert_eq!(answer(Some(code)), echoed(code), "{code}");
     }
     // No code: an empty Close (its code reads as 1005, which may not be sent).
     assert_eq!(answer(None), (vec!["close [136, 0]".to_string()], Some(End::ClientClosed)));
     // Codes no endpoint may send: 1005, 1006, 1015 (§7.4.1), under 1000, reserved or
-    // unassigned in 1000–2999 (§7.4.2), past 4999. A protocol error: 1002.
-    for code in [0, 999, 1004, 1005, 1006, 1015, 1016, 2000, 2999, 5000, u16::MAX] {
+    // unassigned in 1000–2999 (§7.4.2; 1014 too, as upstream's gorilla/websocket reads it),
+    // past 4999. A protocol error: 1002.
+    for code in [0, 999, 1004, 1005, 1006, 1014, 1015, 1016, 2000, 2999, 5000, u16::MAX] {
         let (sent, over) = answer(Some(code));
         assert_eq!(sent, echoed(1002).0, "{code}");
         assert_eq!(over, Some(End::Broken(ProtocolError::BadCloseCode(code))), "{code}");
