@@ -7,30 +7,29 @@
 //! [`ChangedIds`] sink: a set of ids and one wake), so a storm of changes wakes the shard once,
 //! whatever the number of configs or watchers; a node address change wakes it once through
 //! the node table's signal. The shard then does, for each connection whose scope holds a
-//! changed id (or that is patched for its node, after a node change), what a
-//! [`super::session::Session`] does after its own wake: takes what its [`Watch`] yields and
-//! writes it with one non-blocking `write`. Only a socket that would block gets more
-//! attention: its frames wait in its [`Outbox`] (a frame, a Pong, a version per config and a
-//! Close at most, whatever the client sends meanwhile) until epoll says it is writable, and
-//! its watch is not read meanwhile, so it gets the latest version once it drains (latest wins,
-//! as with sessions). Reads (Pings, Closes), Pings of our own, write timeouts and shutdown are the
-//! same events the session handles, driven by the shard's epoll and one timer for all its
-//! connections.
+//! changed id (or that is patched for its node, after a node change): takes what its
+//! [`Watch`] yields, hands it to the connection's [`WatchProtocol`], and writes what that hands
+//! out with one non-blocking `write`. Only a socket that would block gets more attention: the
+//! rest of its frame waits in the connection until epoll says it is writable (what comes
+//! meanwhile waits in the protocol's bounded outbox, and the watch is not read, so the
+//! connection gets the latest version once it drains). Everything else (Pings, Pongs, Closes,
+//! write timeouts, shutdown) is the protocol's, driven by the shard's epoll and one timer for
+//! all its connections.
 //!
-//! Connections of other byte streams (none today; TLS one day) keep the session task.
+//! Connections of other byte streams (none today; TLS one day) are driven by a session task
+//! ([`super::session`]).
 
 use super::clients::Registration;
 use super::connection::ConnectionPermit;
-use super::metrics::{CdsMetrics, WEBSOCKET};
-use super::outbox::{Flushed, Out, Outbox, Push, Sent};
-use super::session::{End, Inbox, READ_CHUNK, READS_PER_WAKE, Settings, WebSocketFrame};
+use super::metrics::CdsMetrics;
 use super::store::{ChangedIds, ConfigStore, Scope};
 use super::watch::{Update, Watch};
-use super::websocket::{FrameReader, close_frame, ping_frame};
-use bytes::Bytes;
+use super::watch_protocol::{
+    End, Inbox, Push, PushCounters, READ_CHUNK, READS_PER_WAKE, Settings, Transmit, WatchProtocol,
+};
+use super::websocket::{FrameReader, WebSocketFrame, close_frame};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -123,37 +122,26 @@ struct Group {
 struct Conn {
     socket: TcpStream,
     watch: Watch,
-    /// The connection's group, by its index in the shard's groups.
-    group: usize,
+    /// The connection's group, by its index in the shard's groups (32 bits, like
+    /// `member_at`: an idle connection's state is kept small).
+    group: u32,
     /// Where this connection is in its group's members.
-    member_at: usize,
+    member_at: u32,
     client: Registration,
     reader: FrameReader,
-    last_heard: Instant,
-    next_ping: Instant,
-    outbox: Outbox,
+    protocol: WatchProtocol,
+    /// The rest of the frame on its way, when the socket would not take it whole (boxed: a
+    /// connection nearly always has none).
+    blocked: Option<Box<Transmit>>,
     /// The socket may have more to read than was read at its last readable event.
     unread: bool,
-    /// Set once the connection is over: it goes when its outbox is empty (its Close sent).
-    leaving: Option<End>,
     _permit: Option<ConnectionPermit>,
 }
 
-/// What a frame that went out whole is counted as.
-struct PushCounters {
-    pushes: Counter,
-    bytes: Counter,
-}
-
-impl PushCounters {
-    /// Bookkeeping of a frame that went out whole: a config push is counted and recorded as
-    /// sent to its client.
-    fn record(&self, client: &Registration, out: &Out) {
-        if let Out::Config(Push { update, .. }) = out {
-            client.sent(&update.snapshot);
-            self.pushes.inc();
-            self.bytes.inc_by(update.frame().len() as u64);
-        }
+impl Conn {
+    /// The bytes waiting to be written to this connection.
+    fn held(&self) -> usize {
+        self.protocol.held() + self.blocked.as_ref().map_or(0, |t| t.rest().len())
     }
 }
 
@@ -218,10 +206,7 @@ impl Shard {
         let poll =
             unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }.map_err(io::Error::from)?;
         let metrics = store.metrics.clone();
-        let counters = PushCounters {
-            pushes: metrics.pushes.get_or_create(&WEBSOCKET).clone(),
-            bytes: metrics.push_bytes.get_or_create(&WEBSOCKET).clone(),
-        };
+        let counters = PushCounters::new(&metrics);
         let state = State {
             counters,
             outbox_bytes: metrics.outbox_bytes.clone(),
@@ -292,8 +277,9 @@ impl Shard {
                 }
                 Wake::Timer => state.on_timer(),
                 Wake::Unread => {
+                    let now = Instant::now();
                     for slot in std::mem::take(&mut state.unread) {
-                        state.read(slot);
+                        state.read(slot, now);
                     }
                     tokio::task::yield_now().await;
                 }
@@ -335,10 +321,10 @@ impl State {
         }
         let group = self.group_of(GroupKey { scope: watch.scope(), per_node: watch.has_node() });
         let members = &mut self.groups[group].as_mut().expect("a live group").members;
-        let member_at = members.len();
+        // Both below 2^32: a shard's connections are file descriptors, which are fewer.
+        let (member_at, group) = (members.len() as u32, group as u32);
         members.push(slot);
         let now = Instant::now();
-        let next_ping = now + self.settings.ping_interval;
         self.conns[slot] = Some(Conn {
             socket,
             watch,
@@ -346,35 +332,25 @@ impl State {
             member_at,
             client,
             reader: FrameReader::new(self.settings.max_client_message),
-            last_heard: now,
-            next_ping,
-            outbox: Outbox::default(),
+            protocol: WatchProtocol::new(&self.settings, now.into_std()),
+            blocked: None,
             unread: false,
-            leaving: None,
             _permit: permit,
         });
-        self.lower_wake(next_ping);
+        self.lower_wake(now + self.settings.ping_interval);
         // What came along with the request is answered before the first config goes out.
         if !early.is_empty() {
+            let conn = self.conns[slot].as_mut().expect("just placed");
             let mut inbox = Inbox::default();
-            inbox.take(&mut self.conns[slot].as_mut().expect("just placed").reader, &early);
-            self.answer(slot, inbox);
+            inbox.take(&mut conn.reader, &early);
+            self.drive(slot, now, |conn, now| conn.protocol.on_received(inbox, now));
         }
         for update in initial {
-            if !self.is_open(slot) {
-                return;
-            }
-            let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
-            self.send(slot, Out::Config(Push { frame, update }));
+            self.push(slot, now, update);
         }
         // A change stored after the watch's subscription, which the shard may have been told
         // of before the connection was here, is not missed.
-        self.push_due(slot);
-    }
-
-    /// A connection in `slot` that is not leaving.
-    fn is_open(&self, slot: usize) -> bool {
-        self.conns[slot].as_ref().is_some_and(|c| c.leaving.is_none())
+        self.push_due(slot, now);
     }
 
     /// The index of the group of `key`, made if there is none.
@@ -432,88 +408,99 @@ impl State {
     /// take it, letting the worker run other tasks every [`WRITES_PER_TURN`] connections.
     async fn fan_out(&mut self) {
         let mut members = std::mem::take(&mut self.members);
+        let mut now = Instant::now();
         for (i, slot) in members.iter().enumerate() {
             if i > 0 && i % WRITES_PER_TURN == 0 {
                 tokio::task::yield_now().await;
+                now = Instant::now();
             }
-            self.push_due(*slot);
+            self.push_due(*slot, now);
         }
         members.clear();
         self.members = members;
     }
 
-    /// Sends the connection in `slot` what its watch has for it now, unless it is waiting to
-    /// write (it catches up, with the latest, once it can) or leaving.
-    fn push_due(&mut self, slot: usize) {
+    /// Sends the connection in `slot` what its watch has for it now, if its protocol wants
+    /// updates (not while a frame is on its way: it catches up, with the latest, once it can).
+    fn push_due(&mut self, slot: usize, now: Instant) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
-        if self.closing || conn.leaving.is_some() || !conn.outbox.is_empty() {
+        if !conn.protocol.wants_updates() {
             return;
         }
         let mut updates = std::mem::take(&mut self.updates);
         match conn.watch.poll_updates(&mut updates) {
             Ok(_) => {
                 for update in updates.drain(..) {
-                    if !self.is_open(slot) {
-                        break;
-                    }
-                    let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
-                    self.send(slot, Out::Config(Push { frame, update }));
+                    self.push(slot, now, update);
                 }
             }
-            Err(_) => self.leave(slot, End::ShuttingDown, None),
+            Err(_) => self.drive(slot, now, |conn, now| conn.protocol.on_shutdown(now)),
         }
         updates.clear();
         self.updates = updates;
     }
 
-    /// Writes `out` to the connection in `slot` now if it has nothing waiting and takes it,
-    /// else keeps it behind what waits (see [`Outbox`]).
-    fn send(&mut self, slot: usize, out: Out) {
-        let Some(conn) = self.conns[slot].as_mut() else { return };
-        let before = conn.outbox.held();
-        let sent = conn.outbox.send(out, &conn.socket);
-        self.outbox_bytes.inc_by(conn.outbox.held() as i64 - before as i64);
-        match sent {
-            Sent::Whole(out) => self.counters.record(&conn.client, &out),
-            Sent::Started(since) => self.lower_wake(since + self.settings.write_timeout),
-            Sent::Kept => {}
-            Sent::Broken => self.remove(slot, End::ClientClosed),
-        }
+    /// Hands `update` to the protocol of the connection in `slot`, encoded for it.
+    fn push(&mut self, slot: usize, now: Instant, update: Update) {
+        let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
+        self.drive(slot, now, |conn, now| conn.protocol.on_update(Push { frame, update }, now));
     }
 
-    /// Writes what waits in the outbox of `slot` as far as the socket takes it.
-    fn flush(&mut self, slot: usize) -> Flushed {
-        let Some(conn) = self.conns[slot].as_mut() else { return Flushed::Broken };
-        let before = conn.outbox.held();
-        let counters = &self.counters;
-        let flushed = conn.outbox.flush(&conn.socket, |out| counters.record(&conn.client, &out));
-        self.outbox_bytes.inc_by(conn.outbox.held() as i64 - before as i64);
-        flushed
+    /// Gives the connection in `slot` an input at `now`, `input`, which returns the frame the
+    /// connection's protocol hands out, if any; writes it, and each next frame the protocol
+    /// hands out, as far as the socket takes them; removes the connection once its protocol
+    /// says it is over.
+    fn drive(
+        &mut self,
+        slot: usize,
+        now: Instant,
+        input: impl FnOnce(&mut Conn, std::time::Instant) -> Option<Transmit>,
+    ) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        let before = conn.held();
+        let mut next = input(conn, now.into_std());
+        while let Some(mut transmit) = next.take() {
+            let Some(written) = write_some(&conn.socket, transmit.rest()) else {
+                conn.protocol.on_broken();
+                break;
+            };
+            transmit.advance(written);
+            if !transmit.rest().is_empty() {
+                conn.blocked = Some(Box::new(transmit));
+                break;
+            }
+            self.counters.record(&conn.client, transmit.out());
+            next = conn.protocol.on_written(now.into_std());
+        }
+        let after = conn.held();
+        if after != before {
+            self.outbox_bytes.inc_by(after as i64 - before as i64);
+        }
+        match (conn.protocol.over(), conn.protocol.deadline(&self.settings)) {
+            (Some(end), _) => self.remove(slot, end),
+            (None, Some(deadline)) => self.lower_wake(Instant::from_std(deadline)),
+            (None, None) => {}
+        }
     }
 
     /// A readiness event for the connection in `slot`.
     fn on_ready(&mut self, slot: usize, readable: bool, writable: bool) {
         let Some(conn) = self.conns.get(slot).and_then(Option::as_ref) else { return };
-        if writable && !conn.outbox.is_empty() {
-            match self.flush(slot) {
-                Flushed::Blocked => {}
-                Flushed::Broken => return self.remove(slot, End::ClientClosed),
-                Flushed::All => match self.conns[slot].as_ref().and_then(|c| c.leaving.as_ref()) {
-                    Some(_) => return self.remove_left(slot),
-                    // Caught up: the latest of what changed meanwhile.
-                    None => self.push_due(slot),
-                },
-            }
+        let now = Instant::now();
+        if writable && conn.blocked.is_some() {
+            self.drive(slot, now, |conn, _| conn.blocked.take().map(|rest| *rest));
+            // Caught up: the latest of what changed meanwhile.
+            self.push_due(slot, now);
         }
-        if readable && self.is_open(slot) {
-            self.read(slot);
+        if readable {
+            self.read(slot, now);
         }
     }
 
-    /// Reads what the client of `slot` sent and acts on it.
-    fn read(&mut self, slot: usize) {
+    /// Reads what the client of `slot` sent and hands it to the connection's protocol.
+    fn read(&mut self, slot: usize, now: Instant) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
-        if conn.leaving.is_some() {
+        if !conn.protocol.is_open() {
             return;
         }
         conn.unread = false;
@@ -531,7 +518,7 @@ impl State {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => inbox.end = Some(End::ClientClosed),
             }
-            if inbox.close.is_some() || inbox.end.is_some() {
+            if inbox.is_final() {
                 drained = true;
                 break;
             }
@@ -541,115 +528,72 @@ impl State {
             conn.unread = true;
             self.unread.push(slot);
         }
-        self.answer(slot, inbox);
-    }
-
-    /// Acts on what the client sent: answers its last Ping, echoes its Close.
-    fn answer(&mut self, slot: usize, inbox: Inbox) {
-        let Some(conn) = self.conns[slot].as_mut() else { return };
-        if inbox.heard {
-            conn.last_heard = Instant::now();
-        }
-        if let Some(pong) = inbox.pong {
-            self.send(slot, Out::Pong(pong));
-        }
-        if let Some(code) = inbox.close {
-            self.leave(slot, End::ClientClosed, Some(close_frame(code)));
-        } else if let Some(end) = inbox.end {
-            self.leave(slot, end, None);
-        }
-    }
-
-    /// Ends the connection in `slot` for `end`: it goes once `farewell` (or the Close frame
-    /// `end` calls for) is written, or at once when there is none.
-    fn leave(&mut self, slot: usize, end: End, farewell: Option<Bytes>) {
-        if !self.is_open(slot) {
-            return;
-        }
-        let farewell = farewell.or_else(|| end.goodbye(&self.metrics));
-        let Some(farewell) = farewell else { return self.remove_left(slot) };
-        self.send(slot, Out::Close(farewell));
-        if let Some(conn) = self.conns[slot].as_mut() {
-            conn.leaving = Some(end);
-            if conn.outbox.is_empty() {
-                self.remove_left(slot);
-            }
-        }
-    }
-
-    /// Removes a connection whose end was already logged and counted (or needs neither).
-    fn remove_left(&mut self, slot: usize) {
-        self.remove(slot, End::ClientClosed);
+        self.drive(slot, now, |conn, now| conn.protocol.on_received(inbox, now));
     }
 
     /// Removes the connection in `slot` (closing its socket) for `end`, which is logged and
-    /// counted as a session's end is.
+    /// counted.
     fn remove(&mut self, slot: usize, end: End) {
         let Some(conn) = self.conns[slot].take() else { return };
-        self.outbox_bytes.dec_by(conn.outbox.held() as i64);
-        if !matches!(end, End::ClientClosed) {
-            end.goodbye(&self.metrics);
-        }
+        self.outbox_bytes.dec_by(conn.held() as i64);
+        end.record(&self.metrics);
         self.free.push(slot);
-        let group = self.groups[conn.group].as_mut().expect("a connection's group");
-        group.members.swap_remove(conn.member_at);
-        match group.members.get(conn.member_at) {
+        let (at, member_at) = (conn.group as usize, conn.member_at as usize);
+        let group = self.groups[at].as_mut().expect("a connection's group");
+        group.members.swap_remove(member_at);
+        match group.members.get(member_at) {
             Some(&moved) => self.conns[moved].as_mut().expect("a member").member_at = conn.member_at,
             None if group.members.is_empty() => {
-                let group = self.groups[conn.group].take().expect("the group");
+                let group = self.groups[at].take().expect("the group");
                 self.group_at.remove(&group.key);
-                self.broad_groups.retain(|&at| at != conn.group);
-                self.free_groups.push(conn.group);
+                self.broad_groups.retain(|&group| group != at);
+                self.free_groups.push(at);
             }
             None => {}
         }
         // Dropping the socket closes it, which also takes it out of the shard's epoll.
     }
 
-    /// Pings that are due, clients silent for too long, writes past their timeout.
+    /// Tells every connection the time: Pings that are due, clients silent for too long,
+    /// writes past their timeout.
     fn on_timer(&mut self) {
         let now = Instant::now();
-        let interval = self.settings.ping_interval;
-        // Pings up to this much early, so one turn serves every connection due about now
-        // (connections that joined within a moment of each other would each cost a turn).
-        let slack = interval.min(self.settings.write_timeout) / 16;
-        let mut next = now + interval;
+        let settings = self.settings.clone();
+        let mut next = now + settings.ping_interval;
         for slot in 0..self.conns.len() {
-            let Some(conn) = self.conns[slot].as_mut() else { continue };
-            let leaving = conn.leaving.is_some();
-            if conn.outbox.waiting_since().is_some_and(|since| now >= since + self.settings.write_timeout) {
-                match leaving {
-                    true => self.remove_left(slot),
-                    false => self.remove(slot, End::TooSlow),
-                }
-                continue;
-            }
-            if !leaving && now + slack >= conn.next_ping {
-                if now.duration_since(conn.last_heard) >= interval * 3 {
-                    self.remove(slot, End::Silent);
-                    continue;
-                }
-                conn.next_ping = now + interval;
-                self.send(slot, Out::Ping(ping_frame(b"keepalive")));
-            }
-            if let Some(conn) = self.conns[slot].as_ref() {
-                next = next.min(conn.next_ping);
-                if let Some(since) = conn.outbox.waiting_since() {
-                    next = next.min(since + self.settings.write_timeout);
-                }
+            self.drive(slot, now, |conn, now| conn.protocol.on_timer(now, &settings));
+            if let Some(deadline) = self.conns[slot].as_ref().and_then(|c| c.protocol.deadline(&settings)) {
+                next = next.min(Instant::from_std(deadline));
             }
         }
-        self.wake_at = next.max(now + slack);
+        self.wake_at = next.max(now + settings.slack());
     }
 
     /// Shutdown: every connection gets an empty Close frame, as upstream sends (its client
     /// reconnects to a live replica), and goes once it is written or times out.
     fn close_all(&mut self) {
+        let now = Instant::now();
         for slot in 0..self.conns.len() {
-            self.leave(slot, End::ShuttingDown, None);
+            self.drive(slot, now, |conn, now| conn.protocol.on_shutdown(now));
         }
         self.closing = true;
     }
+}
+
+/// Writes as much of `bytes` as the socket takes now: all of it, the count written before it
+/// would block, or `None` when the connection is broken.
+fn write_some(mut socket: impl Write, bytes: &[u8]) -> Option<usize> {
+    let mut written = 0;
+    while written < bytes.len() {
+        match socket.write(&bytes[written..]) {
+            Ok(0) => return None,
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(written)
 }
 
 #[cfg(test)]

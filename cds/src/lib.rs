@@ -7,10 +7,11 @@
 //!    connected watch clients, [`authz`] decides who may read what, [`metrics`] counts it all (and
 //!    [`latency`] times it).
 //! 2. The transports, each putting configs on the wire in an [`store::Encoding`] of its own:
-//!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], [`session`], with frames of
-//!    our own making, [`websocket`]; TCP watches are served by a few shard loops, [`fanout`],
-//!    not a task each, which keep what a socket would not take at once in a bounded
-//!    [`outbox`]) and the gRPC API ([`grpc`]). What they know of the connection a request
+//!    the upstream HTTP and WebSocket API ([`api`], [`handshake`], with frames of our own
+//!    making, [`websocket`]; every rule of a watching connection is one state machine without
+//!    I/O, [`watch_protocol`], which a few shard loops, [`fanout`], drive for every TCP watch,
+//!    not a task each, and a task per watch, [`session`], for any other stream) and the gRPC
+//!    API ([`grpc`]). What they know of the connection a request
 //!    came on is in [`connection`]; the DNS rebinding guards every request passes first are
 //!    in [`host`].
 //! 3. The listener, [`serve`]: accepts connections ([`listener`], which the daemon's other
@@ -34,12 +35,12 @@ pub mod listener;
 pub mod metrics;
 pub mod nodes;
 pub mod opening;
-pub mod outbox;
 pub mod serve;
 pub mod session;
 pub mod store;
 pub mod version;
 pub mod watch;
+pub mod watch_protocol;
 pub mod websocket;
 
 pub use metrics::CdsMetrics;

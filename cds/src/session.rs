@@ -1,58 +1,29 @@
-//! One WebSocket watch stream: sends what its [`Watch`] yields, keeps reading the socket.
+//! A WebSocket watch as a task of its own, on any byte stream: a thin driver of the watch
+//! protocol ([`super::watch_protocol`]), for the streams the fan-out cannot take.
 //!
-//! stunnerd pings every 5 s and gives up after 8 s without a Pong, so the socket is read
-//! all the time and Pings are answered at once. A frame the client does not take within the
-//! write timeout, or a peer silent for three of our Ping intervals, ends the session: one
-//! stuck client costs one task and what the kernel buffers for it, and never delays the
-//! store or any other client. The session owns the upgraded connection (any byte stream:
-//! plain TCP today, TLS just as well) and writes each config's shared, ready-made frame to it
-//! ([`super::websocket`]).
+//! The fan-out's shards ([`super::fanout`]) serve every watch on a plain TCP socket, which they
+//! register with their epoll. This task serves the others: a watch upgraded on any other byte
+//! stream (none today; a TLS stream one day), and every watch when the fan-out could not start
+//! (no epoll instance to be had). It feeds the protocol what the client sends, what the watch
+//! yields, the shutdown, the time and each write's completion, and writes what the protocol
+//! hands out, reading on while a write is under way (so a client's Ping is answered behind that
+//! write, as the shards answer it, not after).
 
 use super::clients::Registration;
 use super::connection::ConnectionPermit;
-use super::metrics::{CdsMetrics, WEBSOCKET};
-use super::store::{Encoding, Frame, Snapshot};
+use super::metrics::CdsMetrics;
 use super::watch::{Update, Watch};
-use super::websocket::{Event, FrameReader, ProtocolError, close_frame, ping_frame, text_frame};
-use bytes::Bytes;
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
+use super::watch_protocol::{End, Inbox, Push, PushCounters, READ_CHUNK, READS_PER_WAKE, Transmit, WatchProtocol};
+use super::websocket::{FrameReader, WebSocketFrame};
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::time::{Instant, MissedTickBehavior, timeout};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// Limits and timers of watch sessions.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// How long one frame may take to go out before the client is dropped.
-    pub write_timeout: Duration,
-    /// How often we Ping a client; a client silent for three intervals is dropped.
-    pub ping_interval: Duration,
-    /// Largest message accepted from a client (clients only send control frames).
-    pub max_client_message: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            write_timeout: Duration::from_secs(10),
-            ping_interval: Duration::from_secs(20),
-            max_client_message: 4096,
-        }
-    }
-}
-
-/// The WebSocket encoding of a snapshot variant: a complete text frame, written as is by
-/// every watch session.
-pub(crate) struct WebSocketFrame;
-
-impl Encoding for WebSocketFrame {
-    fn encode(_: &Snapshot, json: &Frame) -> Bytes {
-        text_frame(json)
-    }
-}
+pub use super::watch_protocol::Settings;
 
 /// One watch client's session on `S`, the upgraded connection (with whatever the client sent
 /// right after its request still to be read from it).
@@ -67,209 +38,130 @@ pub(super) struct Session<S> {
     pub(crate) _permit: Option<ConnectionPermit>,
 }
 
-/// Why a session ended, for the log and the metrics.
-#[derive(Debug)]
-pub(super) enum End {
-    ClientClosed,
-    ShuttingDown,
-    TooSlow,
-    Silent,
-    Broken(ProtocolError),
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin> Session<S> {
-    pub(crate) async fn run(mut self, initial: Vec<Update>) {
-        let end = self.serve(initial).await;
-        if let Some(frame) = end.goodbye(&self.metrics) {
-            let _ = self.write(&frame).await;
-        }
-    }
-
-    async fn serve(&mut self, initial: Vec<Update>) -> End {
-        // Looked up once: every push then costs two atomic increments.
-        let pushes = self.metrics.pushes.get_or_create(&WEBSOCKET).clone();
-        let push_bytes = self.metrics.push_bytes.get_or_create(&WEBSOCKET).clone();
-        let mut reader = FrameReader::new(self.settings.max_client_message);
-        let mut last_heard = Instant::now();
+impl<S: AsyncRead + AsyncWrite> Session<S> {
+    pub(crate) async fn run(self, initial: Vec<Update>) {
+        let Session { stream, mut watch, settings, metrics, shutdown, client, _permit } = self;
+        let counters = PushCounters::new(&metrics);
+        let (mut rx, mut tx) = tokio::io::split(stream);
+        let mut reader = FrameReader::new(settings.max_client_message);
+        let mut protocol = WatchProtocol::new(&settings, now());
+        // The frame the protocol handed out, on its way.
+        let mut writing: Option<Transmit> = None;
         // What came along with the request is answered before the first config goes out.
-        let early = match poll_fn(|cx| Poll::Ready(Inbox::poll_read(&mut self.stream, cx, &mut reader))).await {
-            Poll::Ready(inbox) => inbox,
-            Poll::Pending => Inbox::default(),
-        };
-        if let Err(end) = self.answer(early, &mut last_heard).await {
-            return end;
+        if let Poll::Ready(inbox) = poll_fn(|cx| Poll::Ready(poll_read(&mut rx, cx, &mut reader))).await {
+            on_its_way(&mut writing, protocol.on_received(inbox, now()));
         }
-        let cancelled = self.shutdown.clone().cancelled_owned();
+        for update in initial {
+            on_its_way(&mut writing, protocol.on_update(push(update), now()));
+        }
+        let cancelled = shutdown.cancelled();
         tokio::pin!(cancelled);
-        let mut ping =
-            tokio::time::interval_at(Instant::now() + self.settings.ping_interval, self.settings.ping_interval);
-        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut pending = initial;
-        loop {
-            for update in pending.drain(..) {
-                let frame = update.snapshot.encoded::<WebSocketFrame>(&update.variant);
-                if let Err(end) = self.write(&frame).await {
-                    return end;
-                }
-                self.client.sent(&update.snapshot);
-                pushes.inc();
-                push_bytes.inc_by(update.frame().len() as u64);
+        let mut updates = Vec::new();
+        let end = loop {
+            if let Some(end) = protocol.over() {
+                break end;
             }
-            // Updates first: a wake-up for an update polls nothing else before it goes out.
+            let deadline = protocol.deadline(&settings).map(Instant::from_std);
             tokio::select! {
                 biased;
-                next = self.watch.next_updates(&mut pending) => {
-                    if next.is_err() {
-                        return End::ShuttingDown;
+                written = write(&mut tx, writing.as_mut()), if writing.is_some() => match written {
+                    Ok(()) => {
+                        counters.record(&client, writing.take().expect("a frame on its way").out());
+                        on_its_way(&mut writing, protocol.on_written(now()));
                     }
+                    Err(_) => protocol.on_broken(),
                 },
-                _ = &mut cancelled => return End::ShuttingDown,
-                inbox = poll_fn(|cx| Inbox::poll_read(&mut self.stream, cx, &mut reader)) => {
-                    if let Err(end) = self.answer(inbox, &mut last_heard).await {
-                        return end;
+                next = watch.next_updates(&mut updates), if protocol.wants_updates() => match next {
+                    Ok(()) => {
+                        for update in updates.drain(..) {
+                            on_its_way(&mut writing, protocol.on_update(push(update), now()));
+                        }
                     }
+                    Err(_) => on_its_way(&mut writing, protocol.on_shutdown(now())),
                 },
-                _ = ping.tick() => {
-                    if last_heard.elapsed() >= self.settings.ping_interval * 3 {
-                        return End::Silent;
-                    }
-                    if let Err(end) = self.write(&ping_frame(b"keepalive")).await {
-                        return end;
-                    }
+                () = &mut cancelled, if protocol.is_open() => on_its_way(&mut writing, protocol.on_shutdown(now())),
+                inbox = poll_fn(|cx| poll_read(&mut rx, cx, &mut reader)), if protocol.is_open() => {
+                    on_its_way(&mut writing, protocol.on_received(inbox, now()));
                 }
+                () = sleep_until(deadline) => on_its_way(&mut writing, protocol.on_timer(now(), &settings)),
             }
-        }
-    }
-
-    /// Acts on what the client sent: answers its last Ping, echoes its Close.
-    async fn answer(&mut self, inbox: Inbox, last_heard: &mut Instant) -> Result<(), End> {
-        if inbox.heard {
-            *last_heard = Instant::now();
-        }
-        if let Some(pong) = inbox.pong {
-            self.write(&pong).await?;
-        }
-        if let Some(code) = inbox.close {
-            let _ = self.write(&close_frame(code)).await;
-            return Err(End::ClientClosed);
-        }
-        match inbox.end {
-            Some(end) => Err(end),
-            None => Ok(()),
-        }
-    }
-
-    async fn write(&mut self, bytes: &[u8]) -> Result<(), End> {
-        let stream = &mut self.stream;
-        let mut send = pin!(async move {
-            stream.write_all(bytes).await?;
-            stream.flush().await
-        });
-        // Almost always the connection takes the whole frame at once: no timer needed then.
-        let sent = match poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await {
-            Poll::Ready(sent) => sent,
-            Poll::Pending => match timeout(self.settings.write_timeout, send).await {
-                Ok(sent) => sent,
-                Err(_) => return Err(End::TooSlow),
-            },
         };
-        sent.map_err(|_| End::ClientClosed)
+        end.record(&metrics);
     }
 }
 
-impl End {
-    /// Logs and counts the end of a session; returns the Close frame to send the client, if
-    /// any.
-    pub(super) fn goodbye(&self, metrics: &CdsMetrics) -> Option<Bytes> {
-        match self {
-            End::TooSlow | End::Silent => {
-                metrics.dropped_clients.get_or_create(&WEBSOCKET).inc();
-                tracing::info!(reason = ?self, "dropped CDS watch client");
-                None
-            }
-            End::Broken(error) => {
-                tracing::debug!(?error, "CDS watch client broke the WebSocket protocol");
-                Some(close_frame(Some(error.close_code())))
-            }
-            // An empty Close frame, as upstream sends: the client reconnects to a live replica.
-            End::ShuttingDown => Some(close_frame(None)),
-            End::ClientClosed => None,
-        }
+/// Takes the frame the protocol `handed` out, if it did (it hands one out only when none is
+/// on its way).
+fn on_its_way(writing: &mut Option<Transmit>, handed: Option<Transmit>) {
+    if handed.is_some() {
+        *writing = handed;
     }
 }
 
-/// What the client's frames read so far ask of the session.
-#[derive(Default)]
-pub(super) struct Inbox {
-    /// Any frame arrived: the client is alive.
-    pub(crate) heard: bool,
-    /// The answer to the latest Ping (RFC 6455 §5.5.3 lets earlier ones go unanswered).
-    pub(crate) pong: Option<Bytes>,
-    /// The client closed, with this status code.
-    pub(crate) close: Option<Option<u16>>,
-    /// The connection is over (end of stream, an error, a protocol violation).
-    pub(crate) end: Option<End>,
+/// The time, as the protocol takes it (the runtime's clock: a paused test clock too).
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
 }
 
-/// Reads per wake-up at most this many chunks: a client that floods us cannot keep the task
-/// from its other work (the socket stays readable, so the rest is read on the next turn).
-pub(super) const READS_PER_WAKE: usize = 8;
+/// `update`, encoded for a WebSocket.
+fn push(update: Update) -> Push {
+    Push { frame: update.snapshot.encoded::<WebSocketFrame>(&update.variant), update }
+}
 
-/// What one read of a client's socket brings in.
-pub(super) const READ_CHUNK: usize = 512;
-
-impl Inbox {
-    /// Reads what the connection has now and parses it; pending (the task woken when there
-    /// is more) only when there was nothing to read. The read buffer lives only for this
-    /// call, so an idle session holds none.
-    fn poll_read<S: AsyncRead + Unpin>(stream: &mut S, cx: &mut Context<'_>, reader: &mut FrameReader) -> Poll<Inbox> {
-        let mut inbox = Inbox::default();
-        let mut chunk = [0u8; READ_CHUNK];
-        let mut read = false;
-        for _ in 0..READS_PER_WAKE {
-            let mut buf = ReadBuf::new(&mut chunk);
-            match Pin::new(&mut *stream).poll_read(cx, &mut buf) {
-                Poll::Pending => break,
-                Poll::Ready(Ok(())) if buf.filled().is_empty() => inbox.end = Some(End::ClientClosed),
-                Poll::Ready(Ok(())) => inbox.take(reader, buf.filled()),
-                Poll::Ready(Err(_)) => inbox.end = Some(End::ClientClosed),
-            }
-            read = true;
-            if inbox.close.is_some() || inbox.end.is_some() {
-                break;
-            }
-        }
-        if read { Poll::Ready(inbox) } else { Poll::Pending }
+/// Waits until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
+}
 
-    /// Parses `bytes`, the next ones read from the client, into what they ask for.
-    pub(super) fn take(&mut self, reader: &mut FrameReader, mut bytes: &[u8]) {
-        while !bytes.is_empty() && self.close.is_none() && self.end.is_none() {
-            match reader.read(bytes) {
-                Ok((used, event)) => {
-                    bytes = &bytes[used..];
-                    self.heard |= event.is_some();
-                    match event {
-                        None => {}
-                        Some(Event::Close(code)) => self.close = Some(code),
-                        Some(Event::Ping(pong)) => self.pong = Some(pong),
-                        Some(Event::Pong | Event::Data) => {}
-                    }
-                }
-                Err(error) => self.end = Some(End::Broken(error)),
-            }
+/// Writes the rest of `transmit` and flushes it. Cancel-safe: what was written is recorded in
+/// `transmit` as it goes.
+async fn write<W: AsyncWrite + Unpin>(tx: &mut W, transmit: Option<&mut Transmit>) -> io::Result<()> {
+    let transmit = transmit.expect("called only with a frame on its way");
+    while !transmit.rest().is_empty() {
+        match tx.write(transmit.rest()).await? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => transmit.advance(n),
         }
     }
+    tx.flush().await
+}
+
+/// Reads what the connection has now and parses it; pending (the task woken when there is
+/// more) only when there was nothing to read. The read buffer lives only for this call, so an
+/// idle session holds none.
+fn poll_read<R: AsyncRead + Unpin>(stream: &mut R, cx: &mut Context<'_>, reader: &mut FrameReader) -> Poll<Inbox> {
+    let mut inbox = Inbox::default();
+    let mut chunk = [0u8; READ_CHUNK];
+    let mut read = false;
+    for _ in 0..READS_PER_WAKE {
+        let mut buf = ReadBuf::new(&mut chunk);
+        match Pin::new(&mut *stream).poll_read(cx, &mut buf) {
+            Poll::Pending => break,
+            Poll::Ready(Ok(())) if buf.filled().is_empty() => inbox.end = Some(End::ClientClosed),
+            Poll::Ready(Ok(())) => inbox.take(reader, buf.filled()),
+            Poll::Ready(Err(_)) => inbox.end = Some(End::ClientClosed),
+        }
+        read = true;
+        if inbox.is_final() {
+            break;
+        }
+    }
+    if read { Poll::Ready(inbox) } else { Poll::Pending }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::clients::{ClientInfo, ClientTable};
-    use crate::metrics::Transport;
+    use crate::metrics::{Transport, WEBSOCKET};
     use crate::store::{ConfigStore, Scope};
     use crate::watch::Held;
+    use crate::websocket::{close_frame, text_frame};
     use std::sync::Arc;
+    use std::time::Duration;
     use stunner_gateway::cds::ConfigId;
     use stunner_gateway::config::StunnerConfig;
     use tokio::io::{AsyncReadExt, DuplexStream};
@@ -293,39 +185,49 @@ mod tests {
         c
     }
 
-    /// The session needs a byte stream, not a TCP socket (a TLS stream will do): here an
-    /// in-memory pipe carries the whole watch.
-    #[tokio::test]
-    async fn a_watch_runs_over_any_byte_stream() {
-        let metrics = CdsMetrics::default();
-        let store = Arc::new(ConfigStore::new(metrics.clone()));
-        store.upsert(config("r1"));
-        let id = ConfigId::new("ns", "gw");
-        let (watch, initial) = Watch::resume(store.clone(), Scope::Config(id.clone()), None, &Held::new());
-        let clients = Arc::new(ClientTable::new(metrics.clone()));
+    /// A watch of ns/gw in `store` as a session on an in-memory pipe of `capacity` bytes: the
+    /// session with its initial configs, the client's end of the pipe, the client table.
+    fn session(
+        store: &Arc<ConfigStore>,
+        capacity: usize,
+        shutdown: &CancellationToken,
+    ) -> (Session<DuplexStream>, Vec<Update>, DuplexStream, Arc<ClientTable>) {
+        let scope = Scope::Config(ConfigId::new("ns", "gw"));
+        let (watch, initial) = Watch::resume(store.clone(), scope.clone(), None, &Held::new());
+        let clients = Arc::new(ClientTable::new(store.metrics.clone()));
         let info = ClientInfo {
             transport: Transport::Websocket,
             remote_address: None,
             node: Box::default(),
-            scope: Scope::Config(id.clone()),
+            scope,
             client_name: Box::default(),
             identity: Box::default(),
         };
         let client = clients.register(info);
-        let (stream, mut peer) = tokio::io::duplex(64 * 1024);
-        // Sent along with the request: answered before the first config goes out.
-        peer.write_all(&client_ping(b"early")).await.unwrap();
-        let shutdown = CancellationToken::new();
-        let settings = Settings::default();
+        let (stream, peer) = tokio::io::duplex(capacity);
         let session = Session {
             stream,
             watch,
-            settings,
-            metrics: metrics.clone(),
+            settings: Settings::default(),
+            metrics: store.metrics.clone(),
             shutdown: shutdown.clone(),
             client,
             _permit: None,
         };
+        (session, initial, peer, clients)
+    }
+
+    /// The session needs a byte stream, not a TCP socket (a TLS stream will do): here an
+    /// in-memory pipe carries the whole watch.
+    #[tokio::test]
+    async fn a_watch_runs_over_any_byte_stream() {
+        let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+        store.upsert(config("r1"));
+        let id = ConfigId::new("ns", "gw");
+        let shutdown = CancellationToken::new();
+        let (session, initial, mut peer, clients) = session(&store, 64 * 1024, &shutdown);
+        // Sent along with the request: answered before the first config goes out.
+        peer.write_all(&client_ping(b"early")).await.unwrap();
         let task = tokio::spawn(session.run(initial));
 
         read_exactly(&mut peer, b"\x8a\x05early").await;
@@ -338,6 +240,25 @@ mod tests {
         read_exactly(&mut peer, &close_frame(None)).await;
         task.await.unwrap();
         assert_eq!(clients.count(Transport::Websocket), 0, "the session left the client table");
-        assert_eq!(metrics.pushes.get_or_create(&WEBSOCKET).get(), 2);
+        assert_eq!(store.metrics.pushes.get_or_create(&WEBSOCKET).get(), 2);
+    }
+
+    /// The session tells its protocol the time: a client that takes nothing of a config larger
+    /// than the pipe holds is dropped once the write timeout passes (on a paused clock, which
+    /// moves on when the session has nothing else to do).
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_nothing_is_dropped_at_the_write_timeout() {
+        let store = Arc::new(ConfigStore::new(CdsMetrics::default()));
+        let mut big = config("r1");
+        big.auth.credentials.insert("padding".into(), "x".repeat(8192));
+        store.upsert(big);
+        let shutdown = CancellationToken::new();
+        let (session, initial, peer, _clients) = session(&store, 1024, &shutdown);
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(60), session.run(initial)).await.expect("the session ended");
+        assert_eq!(started.elapsed(), Settings::default().write_timeout, "at the write timeout");
+        assert_eq!(store.metrics.dropped_clients.get_or_create(&WEBSOCKET).get(), 1);
+        assert_eq!(store.metrics.pushes.get_or_create(&WEBSOCKET).get(), 0, "the config never went out whole");
+        drop(peer);
     }
 }

@@ -7,6 +7,7 @@
 //! parses frames as the bytes arrive, keeps at most one control payload (125 bytes), and
 //! skips data payloads without storing them, so what a client sends never costs memory.
 
+use super::store::{Encoding, Frame, Snapshot};
 use bytes::{BufMut, Bytes, BytesMut};
 
 const OP_CONTINUATION: u8 = 0x0;
@@ -26,6 +27,16 @@ pub(crate) const CLOSE_TOO_BIG: u16 = 1009;
 /// An unfragmented, unmasked text frame carrying `payload`.
 pub(crate) fn text_frame(payload: &[u8]) -> Bytes {
     frame(OP_TEXT, payload)
+}
+
+/// The WebSocket encoding of a snapshot variant: a complete text frame, written as is to every
+/// watch connection.
+pub(crate) struct WebSocketFrame;
+
+impl Encoding for WebSocketFrame {
+    fn encode(_: &Snapshot, json: &Frame) -> Bytes {
+        text_frame(json)
+    }
 }
 
 /// A Ping with `payload` (at most 125 bytes).
@@ -71,7 +82,7 @@ pub enum Event {
     Data,
 }
 
-/// A client broke the protocol; the session ends with a Close carrying [`Self::close_code`].
+/// A client broke the protocol; the connection ends with a Close carrying [`Self::close_code`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProtocolError {
     /// Client frames must be masked (RFC 6455 §5.1).
@@ -83,6 +94,9 @@ pub enum ProtocolError {
     BadControlFrame,
     /// A Close payload of one byte (a status code needs two).
     BadClosePayload,
+    /// A Close with a status code no endpoint may send (the watch protocol's rule:
+    /// [`crate::watch_protocol`]).
+    BadCloseCode(u16),
     /// A continuation with no message open, or a new message while one is open.
     BadFragmentation,
     /// A message longer than the limit.
@@ -111,7 +125,8 @@ pub struct FrameReader {
 enum State {
     Header {
         bytes: [u8; 14],
-        len: usize,
+        /// At most 14 (a byte: an idle connection's reader is small).
+        len: u8,
     },
     /// Boxed: a watch connection waits in `Header` nearly all its life, and the control
     /// buffer would make every idle connection 128 bytes larger.
@@ -142,19 +157,20 @@ impl FrameReader {
         if let State::Header { bytes, len } = &mut self.state {
             // The first two bytes tell how long the header is; then read the rest of it.
             loop {
-                let want = header_len(&bytes[..*len]);
-                if *len == want {
+                let have = usize::from(*len);
+                let want = header_len(&bytes[..have]);
+                if have == want {
                     break;
                 }
                 if used == input.len() {
                     return Ok((used, None));
                 }
-                let take = (want - *len).min(input.len() - used);
-                bytes[*len..*len + take].copy_from_slice(&input[used..used + take]);
-                *len += take;
+                let take = (want - have).min(input.len() - used);
+                bytes[have..have + take].copy_from_slice(&input[used..used + take]);
+                *len += take as u8; // at most 14
                 used += take;
             }
-            let (header, len) = (*bytes, *len);
+            let (header, len) = (*bytes, usize::from(*len));
             self.state = State::Payload(Box::new(self.start_payload(&header[..len])?));
         }
         let State::Payload(payload) = &mut self.state else { unreachable!("header state handled above") };
