@@ -99,6 +99,14 @@ pub(crate) fn listener(
     }
 }
 
+/// Says in an accepted listener's `Accepted` condition which Service (`namespace/service`)
+/// its public address and port come from.
+pub(crate) fn address_source(listener: &mut GatewayStatusListeners, namespace: &str, service: &str) {
+    if let Some(accepted) = listener.conditions.iter_mut().find(|c| c.type_ == "Accepted" && c.status == "True") {
+        accepted.message = format!("{}; public address from Service {namespace}/{service}", accepted.message);
+    }
+}
+
 /// What a render made of a Gateway that was not invalidated.
 pub(crate) struct Programming<'a> {
     /// One entry per listener, `None` where no public address was found.
@@ -142,9 +150,13 @@ pub(crate) fn gateway(
                 )
             };
             set(&mut conditions, programmed);
-            if let Some(a) = addrs.iter().rev().flatten().next() {
-                addresses
-                    .push(GatewayStatusAddresses { r#type: Some(a.address_type.clone()), value: a.address.clone() });
+            // Each address once, in listener order: listeners split over two Services
+            // (`service-per-protocol`) can have two.
+            for a in addrs.iter().flatten() {
+                let entry = GatewayStatusAddresses { r#type: Some(a.address_type.clone()), value: a.address.clone() };
+                if !addresses.contains(&entry) {
+                    addresses.push(entry);
+                }
             }
         }
         Err(e) => {
