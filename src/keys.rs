@@ -27,6 +27,11 @@ pub(crate) const ENABLE_MIXED_PROTOCOL_LB: &str = "stunner.l7mp.io/enable-mixed-
 /// UDP-like listeners and a second one, `<gateway>-tcp`, for its TCP-like ones, for load
 /// balancers that take one protocol each (see `render::service`).
 pub(crate) const SERVICE_PER_PROTOCOL: &str = "stunner.l7mp.io/service-per-protocol";
+/// The `ipFamilyPolicy` of the Gateway's Services (GatewayConfig `ipFamilyPolicy` otherwise).
+pub(crate) const IP_FAMILY_POLICY: &str = "stunner.l7mp.io/ip-family-policy";
+/// The `ipFamilies` of the Gateway's Services, comma-separated, the primary first
+/// (GatewayConfig `ipFamilies` otherwise).
+pub(crate) const IP_FAMILIES: &str = "stunner.l7mp.io/ip-families";
 /// `local` sets `externalTrafficPolicy: Local`.
 pub(crate) const EXTERNAL_TRAFFIC_POLICY: &str = "stunner.l7mp.io/external-traffic-policy";
 /// `true` sets `sessionAffinity: None`.

@@ -1,20 +1,38 @@
-//! Public address discovery: where clients reach each listener (spec §3.9).
+//! Public address discovery: where clients reach each listener (spec §3.9), at every address
+//! the listener has (dual stack: an address of each family; docs/deploy.md §12).
 
 use super::listener::service_protocol;
 use super::service::tcp_service_key;
 use crate::index::{Index, Kind, ObjRefView, ObjectKey};
+use crate::resources::IpFamily;
 use gateway_api::gateways::Gateway;
-use k8s_openapi::api::core::v1::{Service, ServicePort};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service, ServicePort};
+use std::net::IpAddr;
 
-/// A listener's public address and port.
+/// One address a listener is reachable at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PublicAddress {
-    pub address: String,
-    pub port: i32,
+pub(crate) struct Address {
+    pub value: String,
     /// `IPAddress` or `Hostname`.
     pub address_type: String,
+}
+
+/// A listener's public addresses and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PublicAddress {
+    /// Never empty; the first is the one the dataplane config carries (stunnerd takes one):
+    /// of the Service's primary family (its first `ipFamilies` entry, IPv4 when unset).
+    pub addresses: Vec<Address>,
+    pub port: i32,
     /// The name of the Service whose port it is.
     pub service: String,
+}
+
+impl PublicAddress {
+    /// The address the dataplane config carries.
+    pub(crate) fn primary(&self) -> &Address {
+        &self.addresses[0]
+    }
 }
 
 const IP_ADDRESS: &str = "IPAddress";
@@ -84,44 +102,99 @@ fn listener_address(index: &Index, gw: &Gateway, svc: &Service, port: i32, proto
         |sp: &ServicePort| sp.port == port && sp.protocol.as_deref().unwrap_or("TCP").eq_ignore_ascii_case(proto);
     let index_in_svc = ports.iter().position(matches)?;
     let sp = &ports[index_in_svc];
-    let service = svc.metadata.name.clone().unwrap_or_default();
-    if let Some(a) = gw.spec.addresses.as_ref().and_then(|a| a.first())
-        && let Some(value) = a.value.as_deref().filter(|v| !v.is_empty())
-    {
-        let address_type = a.r#type.clone().unwrap_or_else(|| IP_ADDRESS.into());
-        return Some(PublicAddress { address: value.into(), port: sp.port, address_type, service });
+    let preferred = spec.ip_families.iter().flatten().find_map(|f| IpFamily::parse(f)).unwrap_or(IpFamily::IPv4);
+    let public = |addresses: Vec<Address>, port| {
+        (!addresses.is_empty()).then(|| PublicAddress {
+            addresses: by_family(addresses, preferred),
+            port,
+            service: svc.metadata.name.clone().unwrap_or_default(),
+        })
+    };
+    let requested = requested_addresses(gw);
+    if !requested.is_empty() {
+        return public(requested, sp.port);
     }
     if spec.type_.as_deref() == Some("LoadBalancer")
-        && let Some(a) = load_balancer_address(svc, index_in_svc, sp, &service)
+        && let Some(a) = public(load_balancer_addresses(svc, index_in_svc, sp), sp.port)
     {
         return Some(a);
     }
-    let node = index.first_node_address()?;
     let node_port = sp.node_port.filter(|p| *p > 0)?;
-    Some(PublicAddress { address: node.into(), port: node_port, address_type: IP_ADDRESS.into(), service })
+    // Typed `IPAddress` even for an ExternalDNS name, as upstream.
+    let nodes =
+        index.first_node_addresses().into_iter().map(|a| Address { value: a.into(), address_type: IP_ADDRESS.into() });
+    public(nodes.collect(), node_port)
 }
 
-/// The first ingress whose port status matches the Service port, else the first ingress.
-fn load_balancer_address(svc: &Service, i: usize, sp: &ServicePort, service: &str) -> Option<PublicAddress> {
-    let ingress = svc.status.as_ref()?.load_balancer.as_ref()?.ingress.as_deref().unwrap_or_default();
-    let public = |address: &str, port, address_type: &str| PublicAddress {
-        address: address.into(),
-        port,
-        address_type: address_type.into(),
-        service: service.into(),
-    };
-    let address = |ing: &k8s_openapi::api::core::v1::LoadBalancerIngress, port: i32| match (
+/// The Gateway's `spec.addresses` of the types the operator supports (`IPAddress`, the
+/// default, and `Hostname`), in spec order.
+pub(crate) fn requested_addresses(gw: &Gateway) -> Vec<Address> {
+    let supported = |t: &str| t == IP_ADDRESS || t == HOSTNAME;
+    gw.spec
+        .addresses
+        .iter()
+        .flatten()
+        .filter_map(|a| {
+            let address_type = a.r#type.clone().unwrap_or_else(|| IP_ADDRESS.into());
+            let value = a.value.clone().filter(|v| !v.is_empty())?;
+            supported(&address_type).then_some(Address { value, address_type })
+        })
+        .collect()
+}
+
+/// `addresses` with those of the other IP family than `preferred` moved last (stably);
+/// hostnames stay where they are among the preferred ones.
+fn by_family(mut addresses: Vec<Address>, preferred: IpFamily) -> Vec<Address> {
+    let other = |a: &Address| a.value.parse::<IpAddr>().is_ok_and(|ip| IpFamily::of(ip) != preferred);
+    addresses.sort_by_key(other);
+    addresses
+}
+
+/// Every load balancer ingress address (its IP, else its hostname): those whose port status
+/// matches the Service port first, each once.
+fn load_balancer_addresses(svc: &Service, i: usize, sp: &ServicePort) -> Vec<Address> {
+    let ingress = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()?.ingress.as_deref()).unwrap_or_default();
+    let address = |ing: &LoadBalancerIngress| match (
         ing.ip.as_deref().filter(|s| !s.is_empty()),
         ing.hostname.as_deref().filter(|s| !s.is_empty()),
     ) {
-        (Some(ip), _) => Some(public(ip, port, IP_ADDRESS)),
-        (None, Some(h)) => Some(public(h, port, HOSTNAME)),
+        (Some(ip), _) => Some(Address { value: ip.into(), address_type: IP_ADDRESS.into() }),
+        (None, Some(h)) => Some(Address { value: h.into(), address_type: HOSTNAME.into() }),
         (None, None) => None,
     };
     let sp_protocol = sp.protocol.as_deref().unwrap_or("TCP");
-    let matching = ingress.iter().find_map(|ing| {
-        let ps = ing.ports.as_deref()?.get(i)?;
-        (ps.port == sp.port && ps.protocol == sp_protocol).then(|| address(ing, ps.port)).flatten()
-    });
-    matching.or_else(|| address(ingress.first()?, sp.port))
+    let port_matches = |ing: &LoadBalancerIngress| {
+        ing.ports.as_deref().and_then(|ps| ps.get(i)).is_some_and(|ps| ps.port == sp.port && ps.protocol == sp_protocol)
+    };
+    let (matching, rest): (Vec<&LoadBalancerIngress>, Vec<_>) = ingress.iter().partition(|ing| port_matches(ing));
+    let mut addresses: Vec<Address> = Vec::new();
+    for a in matching.into_iter().chain(rest).filter_map(address) {
+        if !addresses.contains(&a) {
+            addresses.push(a);
+        }
+    }
+    addresses
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addresses(values: &[&str]) -> Vec<Address> {
+        values.iter().map(|v| Address { value: v.to_string(), address_type: IP_ADDRESS.into() }).collect()
+    }
+
+    #[test]
+    fn the_preferred_family_goes_first_and_the_rest_keeps_its_order() {
+        let mixed = ["2001:db8::1", "lb.example.com", "192.0.2.1", "2001:db8::2", "192.0.2.2"];
+        let values = |a: Vec<Address>| a.into_iter().map(|a| a.value).collect::<Vec<_>>();
+        assert_eq!(
+            values(by_family(addresses(&mixed), IpFamily::IPv4)),
+            ["lb.example.com", "192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"]
+        );
+        assert_eq!(
+            values(by_family(addresses(&mixed), IpFamily::IPv6)),
+            ["2001:db8::1", "lb.example.com", "2001:db8::2", "192.0.2.1", "192.0.2.2"]
+        );
+    }
 }

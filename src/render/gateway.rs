@@ -83,7 +83,7 @@ pub(crate) fn render<'a>(
         listeners.push(ListenerConfig {
             name: format!("{key}/{}", l.name),
             protocol: proto.into(),
-            public_addr: public.map(|a| a.address.clone()).unwrap_or_default(),
+            public_addr: public.map(|a| a.primary().value.clone()).unwrap_or_default(),
             public_port: public.map(|a| a.port.into()).unwrap_or_default(),
             addr: relay::listener_address(gw).into(),
             port: target_port.unwrap_or(l.port).into(),

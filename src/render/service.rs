@@ -16,7 +16,7 @@ use super::owner::gateway_owner;
 use super::settings::{DataplaneMode, RenderSettings};
 use crate::index::{Index, ObjectKey};
 use crate::keys::*;
-use crate::resources::GatewayConfig;
+use crate::resources::{GatewayConfig, IpFamily, IpFamilyPolicy};
 use gateway_api::gateways::Gateway;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -110,6 +110,27 @@ fn stored_ports(s: Option<&Service>) -> &[ServicePort] {
     s.and_then(|s| s.spec.as_ref()?.ports.as_deref()).unwrap_or_default()
 }
 
+/// The IP families a Gateway's Services ask for (`ipFamilyPolicy`, `ipFamilies`): each from
+/// the Gateway's annotation, else its GatewayConfig; a policy left unset follows the
+/// families (two: `RequireDualStack`, one: `SingleStack`, none: the cluster's default). An
+/// annotation that does not parse is ignored, as an invalid `service-type` is.
+fn ip_families(gw: &Gateway, config: &GatewayConfig) -> (Option<String>, Option<Vec<String>>) {
+    let annotation = |key: &str| gw.metadata.annotations.as_ref().and_then(|a| a.get(key));
+    let policy =
+        annotation(IP_FAMILY_POLICY).and_then(|v| IpFamilyPolicy::parse(v.trim())).or(config.spec.ip_family_policy);
+    let annotated: Option<Vec<IpFamily>> = annotation(IP_FAMILIES)
+        .and_then(|v| v.split(',').map(|f| IpFamily::parse(f.trim())).collect::<Option<Vec<_>>>())
+        .filter(|f| (1..=2).contains(&f.len()) && f.first() != f.get(1));
+    let families = annotated.unwrap_or_else(|| config.spec.ip_families.clone());
+    let policy = policy.or(match families.len() {
+        0 => None,
+        1 => Some(IpFamilyPolicy::SingleStack),
+        _ => Some(IpFamilyPolicy::RequireDualStack),
+    });
+    let families: Vec<String> = families.iter().map(|f| f.name().to_owned()).collect();
+    (policy.map(|p| p.name().to_owned()), (!families.is_empty()).then_some(families))
+}
+
 /// Builds the Gateway's Services.
 pub(crate) fn render(
     index: &Index,
@@ -200,6 +221,7 @@ pub(crate) fn render(
         is_true(merged.get(EXTERNAL_TRAFFIC_POLICY), "local") && matches!(service_type, "NodePort" | "LoadBalancer");
     let address = gw.spec.addresses.as_ref().and_then(|a| a.first());
     let lb_ip = address.filter(|a| a.r#type.as_deref().is_none_or(|t| t == "IPAddress")).and_then(|a| a.value.clone());
+    let (ip_family_policy, ip_families) = ip_families(gw, config);
     let mut selector = BTreeMap::from([(APP_LABEL.to_string(), APP_VALUE.to_string())]);
     if settings.dataplane_mode == DataplaneMode::Managed {
         selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.to_string());
@@ -229,6 +251,8 @@ pub(crate) fn render(
                 external_traffic_policy: local.then(|| "Local".into()),
                 session_affinity: Some(if affinity_off { "None" } else { "ClientIP" }.into()),
                 load_balancer_ip: lb_ip.clone(),
+                ip_family_policy: ip_family_policy.clone(),
+                ip_families: ip_families.clone(),
                 ..Default::default()
             }),
             status: None,
@@ -250,6 +274,43 @@ mod tests {
         assert!(parse_port_map(r#"["a", 1]"#).is_empty());
         assert!(parse_port_map(r#""a""#).is_empty());
         assert!(parse_port_map(r#"{"a": {"b": 1}}"#).is_empty());
+    }
+
+    #[test]
+    fn ip_families_from_the_annotation_else_the_config() {
+        let gw = |annotations: &[(&str, &str)]| {
+            let mut gw = Gateway::default();
+            let map = annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            gw.metadata.annotations = Some(map);
+            gw
+        };
+        let config = |policy, families: &[IpFamily]| {
+            let mut c = GatewayConfig::default();
+            c.spec.ip_family_policy = policy;
+            c.spec.ip_families = families.to_vec();
+            c
+        };
+        let owned = |p: Option<&str>, f: &[&str]| {
+            (p.map(str::to_owned), (!f.is_empty()).then(|| f.iter().map(|s| s.to_string()).collect()))
+        };
+        let none = config(None, &[]);
+        assert_eq!(ip_families(&gw(&[]), &none), owned(None, &[]), "the cluster's default");
+        assert_eq!(ip_families(&gw(&[(IP_FAMILIES, "IPv6")]), &none), owned(Some("SingleStack"), &["IPv6"]));
+        assert_eq!(
+            ip_families(&gw(&[(IP_FAMILIES, " IPv6, IPv4 ")]), &none),
+            owned(Some("RequireDualStack"), &["IPv6", "IPv4"])
+        );
+        let dual = config(Some(IpFamilyPolicy::PreferDualStack), &[IpFamily::IPv4, IpFamily::IPv6]);
+        assert_eq!(ip_families(&gw(&[]), &dual), owned(Some("PreferDualStack"), &["IPv4", "IPv6"]));
+        assert_eq!(
+            ip_families(&gw(&[(IP_FAMILIES, "IPv6"), (IP_FAMILY_POLICY, "SingleStack")]), &dual),
+            owned(Some("SingleStack"), &["IPv6"]),
+            "the annotations win"
+        );
+        for bad in ["IPv5", "IPv4,IPv4", "IPv4,IPv6,IPv4", ""] {
+            assert_eq!(ip_families(&gw(&[(IP_FAMILIES, bad)]), &dual).1, owned(None, &["IPv4", "IPv6"]).1, "{bad}");
+        }
+        assert_eq!(ip_families(&gw(&[(IP_FAMILY_POLICY, "Dual")]), &dual).0.as_deref(), Some("PreferDualStack"));
     }
 
     #[test]

@@ -150,10 +150,10 @@ pub(crate) fn gateway(
                 )
             };
             set(&mut conditions, programmed);
-            // Each address once, in listener order: listeners split over two Services
-            // (`service-per-protocol`) can have two.
-            for a in addrs.iter().flatten() {
-                let entry = GatewayStatusAddresses { r#type: Some(a.address_type.clone()), value: a.address.clone() };
+            // Each address once, in listener order: a dual-stack Service has one of each
+            // family, listeners split over two Services (`service-per-protocol`) each theirs.
+            for a in addrs.iter().flatten().flat_map(|a| &a.addresses) {
+                let entry = GatewayStatusAddresses { r#type: Some(a.address_type.clone()), value: a.value.clone() };
                 if !addresses.contains(&entry) {
                     addresses.push(entry);
                 }
