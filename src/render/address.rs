@@ -33,6 +33,18 @@ impl PublicAddress {
     pub(crate) fn primary(&self) -> &Address {
         &self.addresses[0]
     }
+
+    /// What clients are given (a URI each): the primary address and, where it is an IP
+    /// address and the listener has one of the other family, the first such; a cloud's
+    /// further ingress addresses of a family add nothing a client needs.
+    pub(crate) fn per_family(&self) -> Vec<&str> {
+        let family = |a: &Address| a.value.parse::<IpAddr>().ok().map(IpFamily::of);
+        let primary = self.primary();
+        let other = family(primary)
+            .and_then(|f| self.addresses.iter().find(|a| family(a).is_some_and(|g| g != f)))
+            .map(|a| a.value.as_str());
+        std::iter::once(primary.value.as_str()).chain(other).collect()
+    }
 }
 
 const IP_ADDRESS: &str = "IPAddress";
@@ -182,6 +194,18 @@ mod tests {
 
     fn addresses(values: &[&str]) -> Vec<Address> {
         values.iter().map(|v| Address { value: v.to_string(), address_type: IP_ADDRESS.into() }).collect()
+    }
+
+    #[test]
+    fn clients_get_one_address_per_family() {
+        let public = |values: &[&str]| PublicAddress { addresses: addresses(values), port: 1, service: "s".into() };
+        assert_eq!(
+            public(&["192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"]).per_family(),
+            ["192.0.2.1", "2001:db8::1"]
+        );
+        assert_eq!(public(&["2001:db8::1", "192.0.2.1"]).per_family(), ["2001:db8::1", "192.0.2.1"]);
+        assert_eq!(public(&["192.0.2.1", "192.0.2.2"]).per_family(), ["192.0.2.1"]);
+        assert_eq!(public(&["lb.example.com", "192.0.2.1"]).per_family(), ["lb.example.com"]);
     }
 
     #[test]

@@ -84,6 +84,11 @@ pub(crate) fn render<'a>(
             name: format!("{key}/{}", l.name),
             protocol: proto.into(),
             public_addr: public.map(|a| a.primary().value.clone()).unwrap_or_default(),
+            public_addrs: public
+                .map(PublicAddress::per_family)
+                .filter(|a| a.len() > 1)
+                .map(|a| a.into_iter().map(str::to_owned).collect())
+                .unwrap_or_default(),
             public_port: public.map(|a| a.port.into()).unwrap_or_default(),
             addr: relay::listener_address(gw).into(),
             port: target_port.unwrap_or(l.port).into(),
