@@ -138,20 +138,39 @@ fn listener_address(index: &Index, gw: &Gateway, svc: &Service, port: i32, proto
     public(nodes.collect(), node_port)
 }
 
-/// The Gateway's `spec.addresses` of the types the operator supports (`IPAddress`, the
-/// default, and `Hostname`), in spec order.
+/// The Gateway's `spec.addresses` as the operator reads them: type (`IPAddress` when unset)
+/// and value, entries without a value left out.
+fn spec_addresses(gw: &Gateway) -> impl Iterator<Item = Address> + '_ {
+    gw.spec.addresses.iter().flatten().filter_map(|a| {
+        let address_type = a.r#type.clone().unwrap_or_else(|| IP_ADDRESS.into());
+        Some(Address { value: a.value.clone().filter(|v| !v.is_empty())?, address_type })
+    })
+}
+
+/// Whether the operator can use a `spec.addresses` entry: an `IPAddress` that is an IP
+/// address, or a `Hostname`.
+fn usable(a: &Address) -> bool {
+    a.address_type == HOSTNAME || (a.address_type == IP_ADDRESS && a.value.parse::<IpAddr>().is_ok())
+}
+
+/// The Gateway's usable `spec.addresses`, in spec order.
 pub(crate) fn requested_addresses(gw: &Gateway) -> Vec<Address> {
-    let supported = |t: &str| t == IP_ADDRESS || t == HOSTNAME;
-    gw.spec
-        .addresses
-        .iter()
-        .flatten()
-        .filter_map(|a| {
-            let address_type = a.r#type.clone().unwrap_or_else(|| IP_ADDRESS.into());
-            let value = a.value.clone().filter(|v| !v.is_empty())?;
-            supported(&address_type).then_some(Address { value, address_type })
-        })
-        .collect()
+    spec_addresses(gw).filter(usable).collect()
+}
+
+/// Why the Gateway is not accepted as it stands, if for its addresses: the first
+/// `spec.addresses` entry of a type other than `IPAddress` and `Hostname` (Gateway API reason
+/// `UnsupportedAddress`).
+pub(crate) fn unsupported_address(gw: &Gateway) -> Option<String> {
+    let a = spec_addresses(gw).find(|a| a.address_type != IP_ADDRESS && a.address_type != HOSTNAME)?;
+    Some(format!("address {} of unsupported type {}", a.value, a.address_type))
+}
+
+/// The first `IPAddress` entry of `spec.addresses` that is no IP address (Gateway API reason
+/// `AddressNotUsable`), if any.
+pub(crate) fn unusable_address(gw: &Gateway) -> Option<String> {
+    let a = spec_addresses(gw).find(|a| a.address_type == IP_ADDRESS && !usable(a))?;
+    Some(format!("address {} is not an IP address", a.value))
 }
 
 /// `addresses` with those of the other IP family than `preferred` moved last (stably);

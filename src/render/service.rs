@@ -219,8 +219,11 @@ pub(crate) fn render(
     let affinity_off = is_true(merged.get(DISABLE_SESSION_AFFINITY), "true");
     let local =
         is_true(merged.get(EXTERNAL_TRAFFIC_POLICY), "local") && matches!(service_type, "NodePort" | "LoadBalancer");
-    let address = gw.spec.addresses.as_ref().and_then(|a| a.first());
-    let lb_ip = address.filter(|a| a.r#type.as_deref().is_none_or(|t| t == "IPAddress")).and_then(|a| a.value.clone());
+    // The first `IPAddress` that is one: the API server refuses a Service with anything else.
+    let lb_ip = gw.spec.addresses.iter().flatten().find_map(|a| {
+        let ip = a.r#type.as_deref().is_none_or(|t| t == "IPAddress").then_some(a.value.as_ref()?)?;
+        ip.parse::<std::net::IpAddr>().is_ok().then(|| ip.clone())
+    });
     let (ip_family_policy, ip_families) = ip_families(gw, config);
     let mut selector = BTreeMap::from([(APP_LABEL.to_string(), APP_VALUE.to_string())]);
     if settings.dataplane_mode == DataplaneMode::Managed {

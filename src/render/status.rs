@@ -1,7 +1,7 @@
 //! Gateway, listener and route statuses with upstream's condition types, reasons and messages
 //! (spec §4.2–§4.4).
 
-use super::address::PublicAddress;
+use super::address::{PublicAddress, unsupported_address, unusable_address};
 use super::attach::{Route, accepts};
 use super::class;
 use super::conditions::{build, keep_times, prune, set};
@@ -131,12 +131,15 @@ pub(crate) fn gateway(
     let mut addresses = Vec::new();
     match outcome {
         Ok(Programming { addresses: addrs, refused }) => {
-            set(
-                &mut conditions,
-                build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now),
-            );
+            let accepted = match unsupported_address(gw) {
+                Some(message) => build("Accepted", "False", "UnsupportedAddress", message, g, now),
+                None => build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now),
+            };
+            set(&mut conditions, accepted);
             let programmed = if let Some(refused) = refused {
                 build("Programmed", "False", "Invalid", refused, g, now)
+            } else if let Some(message) = unusable_address(gw) {
+                build("Programmed", "False", "AddressNotUsable", message, g, now)
             } else if addrs.iter().all(Option::is_some) {
                 build("Programmed", "True", "Programmed", "dataplane configuration successfully rendered", g, now)
             } else {
