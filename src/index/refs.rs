@@ -46,7 +46,7 @@ pub fn node_external_address(node: &Node) -> Option<&str> {
 
 /// A Node's external addresses as NodePort Services publish them: its ExternalIPs (one of each
 /// family on a dual-stack node), else its first ExternalDNS name.
-pub fn node_external_addresses(node: &Node) -> Vec<&str> {
+pub(crate) fn node_external_addresses(node: &Node) -> Vec<&str> {
     let addresses = node.status.as_ref().and_then(|s| s.addresses.as_deref()).unwrap_or_default();
     let ips: Vec<&str> = addresses
         .iter()

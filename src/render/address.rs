@@ -154,7 +154,7 @@ fn usable(a: &Address) -> bool {
 }
 
 /// The Gateway's usable `spec.addresses`, in spec order.
-pub(crate) fn requested_addresses(gw: &Gateway) -> Vec<Address> {
+fn requested_addresses(gw: &Gateway) -> Vec<Address> {
     spec_addresses(gw).filter(usable).collect()
 }
 
