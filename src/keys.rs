@@ -23,6 +23,15 @@ pub(crate) const DISABLE_MANAGED_DATAPLANE: &str = "stunner.l7mp.io/disable-mana
 pub(crate) const SERVICE_TYPE: &str = "stunner.l7mp.io/service-type";
 /// Allow UDP and TCP ports in one LoadBalancer Service.
 pub(crate) const ENABLE_MIXED_PROTOCOL_LB: &str = "stunner.l7mp.io/enable-mixed-protocol-lb";
+/// Gateway annotation: `true` renders a Service per protocol, the Gateway's own for its
+/// UDP-like listeners and a second one, `<gateway>-tcp`, for its TCP-like ones, for load
+/// balancers that take one protocol each (see `render::service`).
+pub(crate) const SERVICE_PER_PROTOCOL: &str = "stunner.l7mp.io/service-per-protocol";
+/// The `ipFamilyPolicy` of the Gateway's Services (GatewayConfig `ipFamilyPolicy` otherwise).
+pub(crate) const IP_FAMILY_POLICY: &str = "stunner.l7mp.io/ip-family-policy";
+/// The `ipFamilies` of the Gateway's Services, comma-separated, the primary first
+/// (GatewayConfig `ipFamilies` otherwise).
+pub(crate) const IP_FAMILIES: &str = "stunner.l7mp.io/ip-families";
 /// `local` sets `externalTrafficPolicy: Local`.
 pub(crate) const EXTERNAL_TRAFFIC_POLICY: &str = "stunner.l7mp.io/external-traffic-policy";
 /// `true` sets `sessionAffinity: None`.

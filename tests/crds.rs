@@ -72,13 +72,29 @@ struct Allowed {
     reason: &'static str,
 }
 
-const ALLOWED: &[Allowed] = &[Allowed {
-    file: "stunner.l7mp.io_gatewayconfigs.yaml",
-    version: "*",
-    path: "",
-    key: "subresources",
-    reason: "controller-gen writes an empty `subresources: {}` beside printer columns; empty and absent are the same",
-}];
+const ALLOWED: &[Allowed] = &[
+    Allowed {
+        file: "stunner.l7mp.io_gatewayconfigs.yaml",
+        version: "*",
+        path: "",
+        key: "subresources",
+        reason: "controller-gen writes an empty `subresources: {}` beside printer columns; empty and absent are the same",
+    },
+    Allowed {
+        file: "stunner.l7mp.io_gatewayconfigs.yaml",
+        version: "v1",
+        path: ".spec.ipFamilies",
+        key: "<property>",
+        reason: "ours: the IP families of dual-stack Gateway Services (docs/compatibility.md)",
+    },
+    Allowed {
+        file: "stunner.l7mp.io_gatewayconfigs.yaml",
+        version: "v1",
+        path: ".spec.ipFamilyPolicy",
+        key: "<property>",
+        reason: "ours: the IP family policy of dual-stack Gateway Services (docs/compatibility.md)",
+    },
+];
 
 fn allowed(file: &str, diff: &Diff) -> Option<&'static Allowed> {
     ALLOWED.iter().find(|a| {

@@ -72,6 +72,7 @@ fn to_value(out: &RenderOutput) -> Value {
             ("config", owned(&g.config)),
             ("status", g.status.as_ref().map(|s| serde_json::to_value(s).unwrap())),
             ("service", owned(&g.service)),
+            ("tcpService", owned(&g.tcp_service)),
             ("deployment", owned(&g.deployment)),
             // A DaemonSet's delete as the flag it was before DaemonSets were rendered.
             ("deleteDaemonSet", (g.daemon_set == Owned::Delete).then_some(json!(true))),

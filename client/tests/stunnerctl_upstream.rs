@@ -203,6 +203,17 @@ async fn auth_static_and_ephemeral() {
         ok(&stunnerctl(&s.url(), &["-n", "ns1", "auth", "gw-e", "-o", "jsonpath={.iceServers[0].username}"]).await);
     assert!(user.trim_end().ends_with(':'), "no user id: {user}");
 
+    // A dual-stack Gateway's listener (docs/deploy.md §12): a URI per address family.
+    let mut dual = config("ns1/gw-d");
+    dual.listeners[0].public_addrs = vec!["1.2.3.4".into(), "2001:db8::4".into()];
+    s.store.upsert(dual);
+    let cred: TurnCredential =
+        serde_json::from_str(
+            &ok(&stunnerctl(&s.url(), &["-n", "ns1", "auth", "gw-d", "--auth-turn-credential"]).await),
+        )
+        .unwrap();
+    assert_eq!(cred.uris, ["turn:1.2.3.4:3478?transport=udp", "turn:[2001:db8::4]:3478?transport=udp"]);
+
     let mut none = config("ns1/gw-n");
     none.auth.auth_type = "none".into();
     s.store.upsert(none);

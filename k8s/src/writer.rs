@@ -433,6 +433,7 @@ mod tests {
                     config: Owned::Keep,
                     status: None,
                     service: Owned::Apply(svc),
+                    tcp_service: Owned::Keep,
                     deployment: Owned::Keep,
                     daemon_set: Owned::Keep,
                     invalid_config: None,

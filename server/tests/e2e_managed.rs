@@ -926,3 +926,64 @@ stringData: {tls.crt: "not-a-cert-5521", tls.key: "tls-key-value!!"}
     assert!(log.lines().all(|l| l.starts_with('{')), "JSON lines: {log}");
     assert!(log.contains("\"level\":\"debug\"") || log.contains("\"level\":\"Level(-"), "verbose: {log}");
 }
+
+/// Stands in for a cloud's load balancer controller: gives Service `name` the ingress `ip`.
+async fn load_balancer_ingress(c: &kube::Client, name: &str, ip: &str) {
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> = kube::Api::namespaced(c.clone(), NS);
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+    let params = kube::api::PatchParams::default();
+    services.patch_status(name, &params, &kube::api::Patch::Merge(&status)).await.unwrap();
+}
+
+/// `stunner.l7mp.io/service-per-protocol` (docs/deploy.md §11): the quickstart Gateway's UDP
+/// and TCP listeners go to two Services, each listener gets its address from its own, the
+/// status lists both, and removing the annotation deletes the second Service again (the
+/// writer's delete through the API server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_per_protocol_publishes_each_listener_through_its_own() {
+    let Some(cluster) = Cluster::start("service-per-protocol").await else { return };
+    quickstart(&cluster).await;
+    let op = cluster.operator("op", &[]).await;
+    let c = &cluster.admin;
+    wait_quickstart_statuses(&cluster).await;
+    let gateways = api_for(c, GW, "Gateway", Some(NS)).await;
+    let per_protocol = json!({
+        "metadata": {"annotations": {"stunner.l7mp.io/service-per-protocol": "true"}},
+        "spec": {"addresses": null},
+    });
+    let params = kube::api::PatchParams::default();
+    gateways.patch("udp-gateway", &params, &kube::api::Patch::Merge(&per_protocol)).await.unwrap();
+
+    let udp = service_ports(c, "udp-gateway", &[3478]).await;
+    let tcp = service_ports(c, "udp-gateway-tcp", &[3478]).await;
+    assert_eq!(udp.data["spec"]["ports"][0]["protocol"], "UDP");
+    assert_eq!(tcp.data["spec"]["ports"][0]["protocol"], "TCP");
+    assert_eq!(udp.data["spec"]["selector"], tcp.data["spec"]["selector"], "both select the same dataplane pods");
+    let gateway = get(c, GW, "Gateway", Some(NS), "udp-gateway").await.unwrap();
+    assert_eq!(owner(&tcp, "Gateway", "udp-gateway").unwrap().uid, gateway.metadata.uid.unwrap());
+    assert_eq!(managers(&tcp), [("stunner-gateway-operator".to_string(), String::new())]);
+
+    load_balancer_ingress(c, "udp-gateway", "127.0.0.2").await;
+    load_balancer_ingress(c, "udp-gateway-tcp", "127.0.0.3").await;
+    let mut ws = op.watch(NS, "udp-gateway").await;
+    let config = config_until(&mut ws, "each listener's address from its own Service", |c| {
+        let public: Vec<_> = c.listeners.iter().map(|l| (l.name.as_str(), l.public_addr.as_str())).collect();
+        public == [("stunner/udp-gateway/udp-listener", "127.0.0.2"), ("stunner/udp-gateway/tcp-listener", "127.0.0.3")]
+    })
+    .await;
+    assert!(config.listeners.iter().all(|l| l.public_port == 3478), "{config:?}");
+    let status = wait_object(c, GW, "Gateway", Some(NS), "udp-gateway", "both addresses", |o| {
+        o.data["status"]["addresses"]
+            == json!([{"type": "IPAddress", "value": "127.0.0.2"}, {"type": "IPAddress", "value": "127.0.0.3"}])
+    })
+    .await;
+    let tcp_listener = &status.data["status"]["listeners"][1];
+    let accepted = condition(tcp_listener, "Accepted").unwrap();
+    assert!(accepted["message"].as_str().unwrap().ends_with("from Service stunner/udp-gateway-tcp"), "{accepted}");
+
+    let plain = json!({"metadata": {"annotations": {"stunner.l7mp.io/service-per-protocol": null}}});
+    gateways.patch("udp-gateway", &params, &kube::api::Patch::Merge(&plain)).await.unwrap();
+    wait_gone(c, "v1", "Service", Some(NS), "udp-gateway-tcp").await;
+    service_ports(c, "udp-gateway", &[3478, 3478]).await;
+    op.assert_no_rbac_denials();
+}

@@ -842,6 +842,84 @@ async fn turn_clients_relay_with_credentials_from_the_credential_api() {
     }
 }
 
+/// An echo server on `[::1]`, the IPv6 peer.
+async fn echo_backend_v6() -> SocketAddr {
+    let sock = UdpSocket::bind("[::1]:0").await.expect("an IPv6 loopback");
+    let addr = sock.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+            let _ = sock.send_to(&buf[..n], from).await;
+        }
+    });
+    addr
+}
+
+/// A dual-stack Gateway (docs/deploy.md §12): with an address of each family, `/ice` gives a
+/// URI of each per transport, IPv4 first, and one stunnerd v1.2.1 (whose listeners bind the
+/// dual-stack wildcard) relays for a TURN client over 127.0.0.1 and one over ::1 with those
+/// credentials. pion's client asks for a relay of its own family (RFC 6156
+/// REQUESTED-ADDRESS-FAMILY), so the IPv6 client relays to an IPv6 peer and is refused an
+/// IPv4 one; stunnerd v1.2.1 reports its one relay address (`STUNNER_ADDR`, 127.0.0.1 here)
+/// as the IPv6 allocation's relayed address, which the docs say.
+#[tokio::test]
+async fn one_stunnerd_serves_clients_over_ipv4_and_ipv6_with_credentials_from_the_credential_api() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let ports = ports::free_ports(4);
+    let (udp, tcp, api, metrics) = (ports[0], ports[1], ports[2], ports[3]);
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let listeners = [("udp-listener", "UDP", udp), ("tcp-listener", "TCP", tcp)];
+    let dir = manifests("dual-stack", &auth, &listeners, None);
+    let ipv4 = "    - type: IPAddress\n      value: 127.0.0.1\n";
+    let dual = gateway_yaml(&listeners).replace(ipv4, &format!("{ipv4}    - type: IPAddress\n      value: \"::1\"\n"));
+    rewrite(&dir, "gateway.yaml", &dual);
+    let both = static_service_yaml("media-servers", "127.0.0.1/32") + "    - \"::1/128\"\n";
+    rewrite(&dir, "staticservice.yaml", &both);
+    let (peer_v4, peer_v6) = (echo_backend().await, echo_backend_v6().await);
+    let (api, metrics) = (format!("127.0.0.1:{api}"), format!("127.0.0.1:{metrics}"));
+    let flags = ["--auth-bind-address", &api, "--metrics-bind-address", &metrics];
+    let daemon = Daemon::start_with(&dir, "127.0.0.1:0", &flags).await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+
+    let (status, body) = http_get(&api, "/ice?service=turn&username=alice").await;
+    assert_eq!(status, 200, "{body}");
+    let ice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let server = &ice["iceServers"][0];
+    let (user, credential) = (server["username"].as_str().unwrap(), server["credential"].as_str().unwrap());
+    let urls: Vec<_> = server["urls"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    let want = [
+        format!("turn:127.0.0.1:{udp}?transport=udp"),
+        format!("turn:[::1]:{udp}?transport=udp"),
+        format!("turn:127.0.0.1:{tcp}?transport=tcp"),
+        format!("turn:[::1]:{tcp}?transport=tcp"),
+    ];
+    assert_eq!(urls, want);
+    for url in &urls {
+        let (host_port, transport) = url.trim_start_matches("turn:").split_once("?transport=").unwrap();
+        let (host, port) = host_port.rsplit_once(':').unwrap();
+        let probe = Probe::new(if transport == "udp" { "udp" } else { "tcp" }, port.parse().unwrap());
+        let probe = probe.user(user, credential);
+        let v = match host {
+            "127.0.0.1" => probe.relays(&format!("IPv4 over {url}"), &sd, peer_v4).await,
+            "[::1]" => {
+                let probe = probe.host("[::1]").arg("--local").arg("[::1]:0");
+                let what = format!("an IPv4 peer over {url}");
+                probe.refused(&what, &sd, peer_v4, PERMISSION).await;
+                probe.relays(&format!("IPv6 over {url}"), &sd, peer_v6).await
+            }
+            other => panic!("{other} in {url}"),
+        };
+        assert!(v.relay.starts_with("127.0.0.1:"), "stunnerd's one relay address, over {host}: {v:?}");
+    }
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `gatewayclass_yaml` with `line` added to the GatewayConfig's spec.
 fn gatewayclass_with(auth: &Auth, line: &str) -> String {
     let realm = "  realm: stunner.l7mp.io\n";

@@ -22,6 +22,12 @@ pub struct ListenerConfig {
     pub public_addr: String,
     #[serde(skip_serializing_if = "is_zero")]
     pub public_port: i64,
+    /// Ours, not stunnerd's (which ignores a field it does not know): every public address of
+    /// a listener that has more than one (a dual-stack Gateway's, one of each family),
+    /// `public_address` first; empty otherwise. The credential API and `stunnerctl auth` give
+    /// a URI for each (docs/deploy.md §12).
+    #[serde(rename = "public_addresses", skip_serializing_if = "Vec::is_empty")]
+    pub public_addrs: Vec<String>,
     #[serde(rename = "address", skip_serializing_if = "String::is_empty")]
     pub addr: String,
     #[serde(skip_serializing_if = "is_zero")]

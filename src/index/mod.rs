@@ -60,7 +60,7 @@ impl Index {
     /// Adds or replaces an object; returns what must be re-rendered.
     pub fn apply(&mut self, resource: Resource) -> Dirty {
         let r = resource.obj_ref();
-        let node_address = self.first_node_address().map(str::to_owned);
+        let node_address = self.first_node_addresses().into_iter().map(str::to_owned).collect();
         let node = self.node_before(&r);
         let mut dirty = self.affected(&r);
         self.unlink(&r);
@@ -76,7 +76,7 @@ impl Index {
     pub fn delete(&mut self, kind: Kind, namespace: &str, name: &str) -> Dirty {
         let key = if kind.is_cluster_scoped() { ObjectKey::cluster(name) } else { ObjectKey::new(namespace, name) };
         let r = ObjRef::new(kind, key);
-        let node_address = self.first_node_address().map(str::to_owned);
+        let node_address = self.first_node_addresses().into_iter().map(str::to_owned).collect();
         let node = self.node_before(&r);
         let mut dirty = self.affected(&r);
         self.unlink(&r);
@@ -133,10 +133,10 @@ impl Index {
         self.forward.get(source).map(Vec::as_slice).unwrap_or_default()
     }
 
-    /// The address of the first Node (by name) that has an ExternalIP, else an ExternalDNS
-    /// address: where NodePort Services are reachable from outside.
-    pub(crate) fn first_node_address(&self) -> Option<&str> {
-        self.nodes().values().find_map(refs::node_external_address)
+    /// The addresses of the first Node (by name) that has an ExternalIP (each of them), else
+    /// an ExternalDNS address: where NodePort Services are reachable from outside.
+    pub(crate) fn first_node_addresses(&self) -> Vec<&str> {
+        self.nodes().values().map(refs::node_external_addresses).find(|a| !a.is_empty()).unwrap_or_default()
     }
 
     /// Records what `source` refers to. Most objects refer to nothing (backend Services,
@@ -198,9 +198,9 @@ impl Index {
         }
     }
 
-    /// Node events matter only through the first node's address, which every Gateway may use.
-    fn node_change(&self, before: Option<String>, dirty: &mut Dirty) {
-        if self.first_node_address() != before.as_deref() {
+    /// Node events matter only through the first node's addresses, which every Gateway may use.
+    fn node_change(&self, before: Vec<String>, dirty: &mut Dirty) {
+        if self.first_node_addresses() != before {
             dirty.gateways.extend(self.gateways().keys().cloned());
         }
     }

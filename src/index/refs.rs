@@ -44,6 +44,21 @@ pub fn node_external_address(node: &Node) -> Option<&str> {
     of_type("ExternalIP").or_else(|| of_type("ExternalDNS")).map(|a| a.address.as_str())
 }
 
+/// A Node's external addresses as NodePort Services publish them: its ExternalIPs (one of each
+/// family on a dual-stack node), else its first ExternalDNS name.
+pub(crate) fn node_external_addresses(node: &Node) -> Vec<&str> {
+    let addresses = node.status.as_ref().and_then(|s| s.addresses.as_deref()).unwrap_or_default();
+    let ips: Vec<&str> = addresses
+        .iter()
+        .filter(|a| a.type_ == "ExternalIP" && !a.address.is_empty())
+        .map(|a| a.address.as_str())
+        .collect();
+    if !ips.is_empty() {
+        return ips;
+    }
+    node_external_address(node).into_iter().collect()
+}
+
 /// Whether a Gateway asks for relay address discovery (`render::relay`), for which the
 /// external addresses of the Nodes its dataplane pods can be scheduled on matter.
 pub fn relay_discovery_enabled(gw: &Gateway) -> bool {

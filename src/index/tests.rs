@@ -222,7 +222,7 @@ fn nodes_matter_only_through_the_first_external_address() {
     assert_eq!(gws(&index.apply(node("n-b", "2.2.2.2"))).len(), 2);
     assert!(index.apply(node("n-c", "3.3.3.3")).is_empty(), "not the first node");
     assert!(index.apply(node("n-b", "2.2.2.2")).is_empty(), "unchanged");
-    assert_eq!(index.first_node_address(), Some("2.2.2.2"));
+    assert_eq!(index.first_node_addresses(), ["2.2.2.2"]);
     assert_eq!(gws(&index.apply(node("n-a", "1.1.1.1"))).len(), 2);
 }
 

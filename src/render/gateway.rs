@@ -8,7 +8,7 @@ use super::cluster;
 use super::error::{Reason, RenderError};
 use super::listener;
 use super::relay;
-use super::service::{self, GatewayService};
+use super::service::{self, GatewayServices};
 use super::settings::RenderSettings;
 use super::status::{self, ListenerOutcome, Programming};
 use crate::config::{ClusterConfig, ListenerConfig};
@@ -23,7 +23,7 @@ pub(crate) struct RenderedGateway<'a> {
     pub listeners: Vec<ListenerConfig>,
     /// The routes attached to at least one listener: those that get a cluster.
     pub routes: Vec<Route<'a>>,
-    pub service: Option<GatewayService>,
+    pub services: GatewayServices,
     pub status: GatewayStatus,
 }
 
@@ -36,8 +36,9 @@ pub(crate) fn render<'a>(
     settings: &RenderSettings,
     now: &Time,
 ) -> RenderedGateway<'a> {
-    let addresses: Vec<Option<PublicAddress>> = public_addresses(index, key, gw);
-    let service = service::render(index, key, gw, class.config, settings);
+    let per_protocol = service::per_protocol(gw, class.config);
+    let addresses: Vec<Option<PublicAddress>> = public_addresses(index, key, gw, per_protocol);
+    let services = service::render(index, key, gw, class.config, settings);
     // The routes some listener accepts (whether or not that listener is valid) get clusters.
     let routes: Vec<Route<'a>> = gateway_routes(index, key)
         .into_iter()
@@ -70,14 +71,24 @@ pub(crate) fn render<'a>(
                 continue;
             }
         };
-        let target_port = service.as_ref().and_then(|s| s.target_ports.get(&l.name)).copied();
+        let target_port = services.target_ports.get(&l.name).copied();
         let public = addresses[i].as_ref();
         let (cert, tls_key) = cert.unwrap_or_default();
-        statuses.push(status::listener(gw, &l.name, ListenerOutcome::Accepted, attached.len(), now));
+        let mut listener_status = status::listener(gw, &l.name, ListenerOutcome::Accepted, attached.len(), now);
+        // With two Services, which one a listener is reached through is not obvious.
+        if per_protocol && let Some(a) = public {
+            status::address_source(&mut listener_status, &key.namespace, &a.service);
+        }
+        statuses.push(listener_status);
         listeners.push(ListenerConfig {
             name: format!("{key}/{}", l.name),
             protocol: proto.into(),
-            public_addr: public.map(|a| a.address.clone()).unwrap_or_default(),
+            public_addr: public.map(|a| a.primary().value.clone()).unwrap_or_default(),
+            public_addrs: public
+                .map(PublicAddress::per_family)
+                .filter(|a| a.len() > 1)
+                .map(|a| a.into_iter().map(str::to_owned).collect())
+                .unwrap_or_default(),
             public_port: public.map(|a| a.port.into()).unwrap_or_default(),
             addr: relay::listener_address(gw).into(),
             port: target_port.unwrap_or(l.port).into(),
@@ -89,7 +100,7 @@ pub(crate) fn render<'a>(
     let programming = Programming { addresses: &addresses, refused };
     let mut status = status::gateway(gw, Ok(programming), statuses, settings, now);
     relay::set_condition(index, gw, now, &mut status);
-    RenderedGateway { listeners, routes, service, status }
+    RenderedGateway { listeners, routes, services, status }
 }
 
 /// The status of an invalidated Gateway: not accepted, every listener pending.

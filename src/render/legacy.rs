@@ -95,11 +95,9 @@ pub(crate) fn render_class<'a>(
         let rendered = gateway::render(index, &key, gw, &ready, settings, now);
         listeners.extend(rendered.listeners);
         routes.extend(rendered.routes);
-        let output = GatewayOutput {
-            status: Some(rendered.status),
-            service: rendered.service.map_or(Owned::Keep, |s| Owned::Apply(s.service)),
-            ..GatewayOutput::gone(Owned::Keep)
-        };
+        let (service, tcp_service) = super::services(index, &key, rendered.services, settings);
+        let output =
+            GatewayOutput { status: Some(rendered.status), service, tcp_service, ..GatewayOutput::gone(Owned::Keep) };
         out.gateways.insert(key, output);
     }
     let config = StunnerConfig {

@@ -27,12 +27,12 @@ mod switch;
 
 pub use error::{Reason, RenderError};
 pub use serialized::SerializedStatus;
-pub use service::parse_port_map;
+pub use service::{parse_port_map, tcp_service_key};
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
 
 use crate::config::{API_VERSION, StunnerConfig};
 use crate::index::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, class_config, parent_gateway};
-use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE};
+use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE, RELATED_GATEWAY_NAME};
 use crate::resources::UdpRouteStatus;
 use class::ClassState;
 use gateway::ClusterErrors;
@@ -64,6 +64,9 @@ pub struct GatewayOutput {
     /// The Gateway's new status; `None` for Gateways that are gone or not ours.
     pub status: Option<GatewayStatus>,
     pub service: Owned<Service>,
+    /// With `service-per-protocol`, the Service of the TCP-like listeners, at
+    /// [`tcp_service_key`] of the Gateway's key; deleted when no longer asked for.
+    pub tcp_service: Owned<Service>,
     /// The managed dataplane as a Deployment; `Keep` in legacy mode.
     pub deployment: Owned<Deployment>,
     /// The managed dataplane as a DaemonSet; `Keep` in legacy mode. At most one of the two is
@@ -87,6 +90,7 @@ impl GatewayOutput {
     fn removed(index: &Index, key: &ObjectKey, config: Owned<StunnerConfig>, settings: &RenderSettings) -> Self {
         GatewayOutput {
             service: delete_if_ours(index.services().get(key).map(|s| &s.metadata), settings),
+            tcp_service: drop_tcp_service(index, key, settings),
             deployment: delete_if_ours(index.deployments().get(key).map(|d| &d.metadata), settings),
             daemon_set: delete_if_ours(index.daemon_sets().get(key).map(|d| &d.metadata), settings),
             ..Self::gone(config)
@@ -104,6 +108,29 @@ fn delete_if_ours<T>(meta: Option<&ObjectMeta>, settings: &RenderSettings) -> Ow
     let labelled = value(meta.and_then(|m| m.labels.as_ref()), OWNED_BY_LABEL).is_some_and(|v| v == OWNED_BY_VALUE);
     let made_by = value(meta.and_then(|m| m.annotations.as_ref()), CONTROLLER_NAME);
     if labelled && made_by.as_ref() == Some(&settings.controller_name) { Owned::Delete } else { Owned::Keep }
+}
+
+/// A Gateway's `<gateway>-tcp` Service when it renders none (no `service-per-protocol`, no
+/// TCP-like listener, or the Gateway is gone): deleted if ours and this Gateway's, since a
+/// Gateway of that name has a Service of that name too.
+fn drop_tcp_service(index: &Index, key: &ObjectKey, settings: &RenderSettings) -> Owned<Service> {
+    let meta = index.services().get(&tcp_service_key(key)).map(|s| &s.metadata);
+    let related = meta.and_then(|m| m.annotations.as_ref()?.get(RELATED_GATEWAY_NAME));
+    if related.is_some_and(|r| *r == key.to_string()) { delete_if_ours(meta, settings) } else { Owned::Keep }
+}
+
+/// A Gateway's Services as rendered: the second one, if not rendered, dropped.
+fn services(
+    index: &Index,
+    key: &ObjectKey,
+    rendered: service::GatewayServices,
+    settings: &RenderSettings,
+) -> (Owned<Service>, Owned<Service>) {
+    let tcp = match rendered.tcp_service {
+        Some(s) => Owned::Apply(s),
+        None => drop_tcp_service(index, key, settings),
+    };
+    (rendered.service.map_or(Owned::Keep, Owned::Apply), tcp)
 }
 
 /// Everything one render produced, keyed and sorted.
@@ -299,7 +326,7 @@ fn managed_gateway<'a>(
     };
     let withdrawn = |class: &GatewayClass, e: &RenderError| GatewayOutput {
         invalid_config: InvalidConfig::of(class, e),
-        ..invalidated(gw, e, settings, now)
+        ..invalidated(index, key, gw, e, settings, now)
     };
     let ready = match class::resolve(index, &gw.spec.gateway_class_name, settings) {
         ClassState::NotOurs => return GatewayOutput::removed(index, key, Owned::Delete, settings),
@@ -312,6 +339,7 @@ fn managed_gateway<'a>(
         Err(e) => return withdrawn(ready.class, &e),
     };
     let rendered = gateway::render(index, key, gw, &ready, settings, now);
+    let (service, tcp_service) = services(index, key, rendered.services, settings);
     let config = StunnerConfig {
         version: API_VERSION.into(),
         admin,
@@ -332,19 +360,28 @@ fn managed_gateway<'a>(
     GatewayOutput {
         config: Owned::Apply(config),
         status: Some(rendered.status),
-        service: rendered.service.map_or(Owned::Keep, |s| Owned::Apply(s.service)),
+        service,
+        tcp_service,
         deployment: dataplane.deployment,
         daemon_set: dataplane.daemon_set,
         invalid_config: None,
     }
 }
 
-/// Managed mode: a Gateway that cannot be rendered loses its config, Service and dataplane.
-fn invalidated(gw: &Gateway, e: &RenderError, settings: &RenderSettings, now: &Time) -> GatewayOutput {
+/// Managed mode: a Gateway that cannot be rendered loses its config, Services and dataplane.
+fn invalidated(
+    index: &Index,
+    key: &ObjectKey,
+    gw: &Gateway,
+    e: &RenderError,
+    settings: &RenderSettings,
+    now: &Time,
+) -> GatewayOutput {
     GatewayOutput {
         config: Owned::Delete,
         status: Some(gateway::invalid_status(gw, e, settings, now)),
         service: Owned::Delete,
+        tcp_service: drop_tcp_service(index, key, settings),
         deployment: Owned::Delete,
         daemon_set: Owned::Delete,
         invalid_config: None,

@@ -1,16 +1,22 @@
-//! The per-Gateway LoadBalancer Service (spec §3.10).
+//! The per-Gateway LoadBalancer Service (spec §3.10), and with `service-per-protocol` a second
+//! one for the TCP-like listeners (docs/deploy.md).
 //!
 //! The result is the desired state only (what the operator owns), meant for server-side apply:
 //! fields other managers or the API server set (clusterIP, allocated node ports, foreign
 //! labels and annotations) are left out and so left alone, and a `stunner.l7mp.io/*`
 //! annotation the operator stops requesting is removed by the apply itself.
+//!
+//! Many cloud load balancers take one protocol each (AWS NLB before mixed protocols, AKS,
+//! GKE): a Gateway with TURN-UDP and TURN-TLS listeners then needs two Services to have both
+//! reachable. `service-per-protocol` splits them over two Services selecting the same
+//! dataplane pods, so one dataplane serves both.
 
 use super::listener::service_protocol;
 use super::owner::gateway_owner;
 use super::settings::{DataplaneMode, RenderSettings};
 use crate::index::{Index, ObjectKey};
 use crate::keys::*;
-use crate::resources::GatewayConfig;
+use crate::resources::{GatewayConfig, IpFamily, IpFamilyPolicy};
 use gateway_api::gateways::Gateway;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -20,11 +26,32 @@ use std::collections::BTreeMap;
 const HEALTH_CHECK_PORT_NAME: &str = "gateway-health-check";
 const SERVICE_TYPES: [&str; 4] = ["ClusterIP", "NodePort", "ExternalName", "LoadBalancer"];
 
-/// The Service and the listener target ports it asks the dataplane to listen on.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct GatewayService {
-    pub service: Service,
+/// The suffix of the name of a Gateway's second Service, with `service-per-protocol`.
+const TCP_SERVICE_SUFFIX: &str = "-tcp";
+
+/// A Gateway's Services and the listener target ports they ask the dataplane to listen on.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct GatewayServices {
+    /// The Gateway's own Service; `None` when it would have no ports.
+    pub service: Option<Service>,
+    /// With `service-per-protocol`: the Service of the TCP-like listeners (TURN-TCP, TURN-TLS),
+    /// named by [`tcp_service_key`]; `None` without the annotation or such listeners.
+    pub tcp_service: Option<Service>,
     pub target_ports: BTreeMap<String, i32>,
+}
+
+/// Where the Gateway `gateway`'s second Service lives with `service-per-protocol`:
+/// `<gateway>-tcp` in its namespace.
+pub fn tcp_service_key(gateway: &ObjectKey) -> ObjectKey {
+    ObjectKey::new(gateway.namespace.clone(), format!("{}{TCP_SERVICE_SUFFIX}", gateway.name))
+}
+
+/// Whether a Gateway asks for a Service per protocol: its annotation, else its GatewayConfig's
+/// `loadBalancerServiceAnnotations`, as for the other Service settings.
+pub(crate) fn per_protocol(gw: &Gateway, config: &GatewayConfig) -> bool {
+    let gw_value = gw.metadata.annotations.as_ref().and_then(|a| a.get(SERVICE_PER_PROTOCOL));
+    let value = gw_value.or(config.spec.load_balancer_service_annotations.get(SERVICE_PER_PROTOCOL));
+    value.is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// A `{"listener": port}` annotation. Braces are optional; anything else that does not parse
@@ -78,16 +105,42 @@ fn health_check_port(annotations: &BTreeMap<&str, &str>) -> Option<ServicePort> 
     })
 }
 
-/// Builds the Service; `None` when it would have no ports.
+/// The ports of a live Service.
+fn stored_ports(s: Option<&Service>) -> &[ServicePort] {
+    s.and_then(|s| s.spec.as_ref()?.ports.as_deref()).unwrap_or_default()
+}
+
+/// The IP families a Gateway's Services ask for (`ipFamilyPolicy`, `ipFamilies`): each from
+/// the Gateway's annotation, else its GatewayConfig; a policy left unset follows the
+/// families (two: `RequireDualStack`, one: `SingleStack`, none: the cluster's default). An
+/// annotation that does not parse is ignored, as an invalid `service-type` is.
+fn ip_families(gw: &Gateway, config: &GatewayConfig) -> (Option<String>, Option<Vec<String>>) {
+    let annotation = |key: &str| gw.metadata.annotations.as_ref().and_then(|a| a.get(key));
+    let policy =
+        annotation(IP_FAMILY_POLICY).and_then(|v| IpFamilyPolicy::parse(v.trim())).or(config.spec.ip_family_policy);
+    let annotated: Option<Vec<IpFamily>> = annotation(IP_FAMILIES)
+        .and_then(|v| v.split(',').map(|f| IpFamily::parse(f.trim())).collect::<Option<Vec<_>>>())
+        .filter(|f| (1..=2).contains(&f.len()) && f.first() != f.get(1));
+    let families = annotated.unwrap_or_else(|| config.spec.ip_families.clone());
+    let policy = policy.or(match families.len() {
+        0 => None,
+        1 => Some(IpFamilyPolicy::SingleStack),
+        _ => Some(IpFamilyPolicy::RequireDualStack),
+    });
+    let families: Vec<String> = families.iter().map(|f| f.name().to_owned()).collect();
+    (policy.map(|p| p.name().to_owned()), (!families.is_empty()).then_some(families))
+}
+
+/// Builds the Gateway's Services.
 pub(crate) fn render(
     index: &Index,
     key: &ObjectKey,
     gw: &Gateway,
     config: &GatewayConfig,
     settings: &RenderSettings,
-) -> Option<GatewayService> {
+) -> GatewayServices {
     if gw.spec.listeners.is_empty() {
-        return None;
+        return GatewayServices::default();
     }
     let stored = index.services().get(key);
     let gw_annotations = gw.metadata.annotations.as_ref();
@@ -114,17 +167,24 @@ pub(crate) fn render(
     let mixed = is_true(merged.get(ENABLE_MIXED_PROTOCOL_LB), "true");
     let node_ports = merged.get(NODE_PORT).map(|v| parse_port_map(v)).unwrap_or_default();
     let target_ports = merged.get(TARGET_PORT).map(|v| parse_port_map(v)).unwrap_or_default();
-    let stored_ports = stored.and_then(|s| s.spec.as_ref()?.ports.as_deref()).unwrap_or_default();
+    // A Gateway named `<gateway>-tcp` has a Service of that name already: none is made over it.
+    let tcp_key = tcp_service_key(key);
+    let split = per_protocol(gw, config) && index.gateways().get(&tcp_key).is_none();
+    let stored_tcp = index.services().get(&tcp_key);
 
     let mut ports = Vec::new();
+    let mut tcp_ports = Vec::new();
     let mut first_protocol = None;
     for l in &gw.spec.listeners {
         let Some(proto) = service_protocol(&l.protocol) else { continue };
-        if *first_protocol.get_or_insert(proto) != proto && !mixed {
+        let to_tcp = split && proto == "TCP";
+        if !split && *first_protocol.get_or_insert(proto) != proto && !mixed {
             continue;
         }
         // Keep what the API server allocated for an existing port of this name.
-        let old = stored_ports.iter().find(|p| p.name.as_deref() == Some(l.name.as_str()));
+        let old = stored_ports(if to_tcp { stored_tcp } else { stored })
+            .iter()
+            .find(|p| p.name.as_deref() == Some(l.name.as_str()));
         let mut port = ServicePort {
             name: Some(l.name.clone()),
             protocol: Some(proto.into()),
@@ -139,25 +199,32 @@ pub(crate) fn render(
         if let Some(p) = target_ports.get(&l.name) {
             port.target_port = Some(IntOrString::Int(*p));
         }
-        ports.push(port);
+        if to_tcp { &mut tcp_ports } else { &mut ports }.push(port);
     }
 
-    let affinity_off = is_true(merged.get(DISABLE_SESSION_AFFINITY), "true");
+    // Each load balancer checks its own health.
     if service_type == "LoadBalancer"
         && !is_true(merged.get(DISABLE_HEALTH_CHECK_EXPOSE), "true")
         && let Some(hc) = health_check_port(&merged)
-        && !ports.iter().any(|p| p.name == hc.name)
     {
-        ports.push(hc);
-    }
-    if ports.is_empty() {
-        return None;
+        let has_port = |ports: &[ServicePort]| ports.iter().any(|p| p.name == hc.name);
+        if !tcp_ports.is_empty() && !has_port(&tcp_ports) {
+            tcp_ports.push(hc.clone());
+        }
+        if !has_port(&ports) {
+            ports.push(hc);
+        }
     }
 
+    let affinity_off = is_true(merged.get(DISABLE_SESSION_AFFINITY), "true");
     let local =
         is_true(merged.get(EXTERNAL_TRAFFIC_POLICY), "local") && matches!(service_type, "NodePort" | "LoadBalancer");
-    let address = gw.spec.addresses.as_ref().and_then(|a| a.first());
-    let lb_ip = address.filter(|a| a.r#type.as_deref().is_none_or(|t| t == "IPAddress")).and_then(|a| a.value.clone());
+    // The first `IPAddress` that is one: the API server refuses a Service with anything else.
+    let lb_ip = gw.spec.addresses.iter().flatten().find_map(|a| {
+        let ip = a.r#type.as_deref().is_none_or(|t| t == "IPAddress").then_some(a.value.as_ref()?)?;
+        ip.parse::<std::net::IpAddr>().is_ok().then(|| ip.clone())
+    });
+    let (ip_family_policy, ip_families) = ip_families(gw, config);
     let mut selector = BTreeMap::from([(APP_LABEL.to_string(), APP_VALUE.to_string())]);
     if settings.dataplane_mode == DataplaneMode::Managed {
         selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.to_string());
@@ -168,27 +235,33 @@ pub(crate) fn render(
         (RELATED_GATEWAY_NAMESPACE.to_string(), key.namespace.to_string()),
         (RELATED_GATEWAY_NAME.to_string(), key.name.to_string()),
     ]);
-    let service = Service {
-        metadata: ObjectMeta {
-            name: Some(key.name.to_string()),
-            namespace: Some(key.namespace.to_string()),
-            labels: Some(labels),
-            annotations: Some(requested),
-            owner_references: Some(vec![gateway_owner(gw)]),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some(service_type.into()),
-            selector: Some(selector),
-            ports: Some(ports),
-            external_traffic_policy: local.then(|| "Local".into()),
-            session_affinity: Some(if affinity_off { "None" } else { "ClientIP" }.into()),
-            load_balancer_ip: lb_ip,
-            ..Default::default()
-        }),
-        status: None,
+    // Both Services are alike but for their name and ports: the same selector, labels and
+    // annotations (the load balancer's settings hold for each).
+    let service = |name: &str, ports: Vec<ServicePort>| {
+        (!ports.is_empty()).then(|| Service {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(key.namespace.to_string()),
+                labels: Some(labels.clone()),
+                annotations: Some(requested.clone()),
+                owner_references: Some(vec![gateway_owner(gw)]),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some(service_type.into()),
+                selector: Some(selector.clone()),
+                ports: Some(ports),
+                external_traffic_policy: local.then(|| "Local".into()),
+                session_affinity: Some(if affinity_off { "None" } else { "ClientIP" }.into()),
+                load_balancer_ip: lb_ip.clone(),
+                ip_family_policy: ip_family_policy.clone(),
+                ip_families: ip_families.clone(),
+                ..Default::default()
+            }),
+            status: None,
+        })
     };
-    Some(GatewayService { service, target_ports })
+    GatewayServices { service: service(&key.name, ports), tcp_service: service(&tcp_key.name, tcp_ports), target_ports }
 }
 
 #[cfg(test)]
@@ -204,6 +277,43 @@ mod tests {
         assert!(parse_port_map(r#"["a", 1]"#).is_empty());
         assert!(parse_port_map(r#""a""#).is_empty());
         assert!(parse_port_map(r#"{"a": {"b": 1}}"#).is_empty());
+    }
+
+    #[test]
+    fn ip_families_from_the_annotation_else_the_config() {
+        let gw = |annotations: &[(&str, &str)]| {
+            let mut gw = Gateway::default();
+            let map = annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            gw.metadata.annotations = Some(map);
+            gw
+        };
+        let config = |policy, families: &[IpFamily]| {
+            let mut c = GatewayConfig::default();
+            c.spec.ip_family_policy = policy;
+            c.spec.ip_families = families.to_vec();
+            c
+        };
+        let owned = |p: Option<&str>, f: &[&str]| {
+            (p.map(str::to_owned), (!f.is_empty()).then(|| f.iter().map(|s| s.to_string()).collect()))
+        };
+        let none = config(None, &[]);
+        assert_eq!(ip_families(&gw(&[]), &none), owned(None, &[]), "the cluster's default");
+        assert_eq!(ip_families(&gw(&[(IP_FAMILIES, "IPv6")]), &none), owned(Some("SingleStack"), &["IPv6"]));
+        assert_eq!(
+            ip_families(&gw(&[(IP_FAMILIES, " IPv6, IPv4 ")]), &none),
+            owned(Some("RequireDualStack"), &["IPv6", "IPv4"])
+        );
+        let dual = config(Some(IpFamilyPolicy::PreferDualStack), &[IpFamily::IPv4, IpFamily::IPv6]);
+        assert_eq!(ip_families(&gw(&[]), &dual), owned(Some("PreferDualStack"), &["IPv4", "IPv6"]));
+        assert_eq!(
+            ip_families(&gw(&[(IP_FAMILIES, "IPv6"), (IP_FAMILY_POLICY, "SingleStack")]), &dual),
+            owned(Some("SingleStack"), &["IPv6"]),
+            "the annotations win"
+        );
+        for bad in ["IPv5", "IPv4,IPv4", "IPv4,IPv6,IPv4", ""] {
+            assert_eq!(ip_families(&gw(&[(IP_FAMILIES, bad)]), &dual).1, owned(None, &["IPv4", "IPv6"]).1, "{bad}");
+        }
+        assert_eq!(ip_families(&gw(&[(IP_FAMILY_POLICY, "Dual")]), &dual).0.as_deref(), Some("PreferDualStack"));
     }
 
     #[test]

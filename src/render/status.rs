@@ -1,7 +1,7 @@
 //! Gateway, listener and route statuses with upstream's condition types, reasons and messages
 //! (spec §4.2–§4.4).
 
-use super::address::PublicAddress;
+use super::address::{PublicAddress, unsupported_address, unusable_address};
 use super::attach::{Route, accepts};
 use super::class;
 use super::conditions::{build, keep_times, prune, set};
@@ -99,6 +99,14 @@ pub(crate) fn listener(
     }
 }
 
+/// Says in an accepted listener's `Accepted` condition which Service (`namespace/service`)
+/// its public address and port come from.
+pub(crate) fn address_source(listener: &mut GatewayStatusListeners, namespace: &str, service: &str) {
+    if let Some(accepted) = listener.conditions.iter_mut().find(|c| c.type_ == "Accepted" && c.status == "True") {
+        accepted.message = format!("{}; public address from Service {namespace}/{service}", accepted.message);
+    }
+}
+
 /// What a render made of a Gateway that was not invalidated.
 pub(crate) struct Programming<'a> {
     /// One entry per listener, `None` where no public address was found.
@@ -123,12 +131,15 @@ pub(crate) fn gateway(
     let mut addresses = Vec::new();
     match outcome {
         Ok(Programming { addresses: addrs, refused }) => {
-            set(
-                &mut conditions,
-                build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now),
-            );
+            let accepted = match unsupported_address(gw) {
+                Some(message) => build("Accepted", "False", "UnsupportedAddress", message, g, now),
+                None => build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now),
+            };
+            set(&mut conditions, accepted);
             let programmed = if let Some(refused) = refused {
                 build("Programmed", "False", "Invalid", refused, g, now)
+            } else if let Some(message) = unusable_address(gw) {
+                build("Programmed", "False", "AddressNotUsable", message, g, now)
             } else if addrs.iter().all(Option::is_some) {
                 build("Programmed", "True", "Programmed", "dataplane configuration successfully rendered", g, now)
             } else {
@@ -142,9 +153,13 @@ pub(crate) fn gateway(
                 )
             };
             set(&mut conditions, programmed);
-            if let Some(a) = addrs.iter().rev().flatten().next() {
-                addresses
-                    .push(GatewayStatusAddresses { r#type: Some(a.address_type.clone()), value: a.address.clone() });
+            // Each address once, in listener order: a dual-stack Service has one of each
+            // family, listeners split over two Services (`service-per-protocol`) each theirs.
+            for a in addrs.iter().flatten().flat_map(|a| &a.addresses) {
+                let entry = GatewayStatusAddresses { r#type: Some(a.address_type.clone()), value: a.value.clone() };
+                if !addresses.contains(&entry) {
+                    addresses.push(entry);
+                }
             }
         }
         Err(e) => {

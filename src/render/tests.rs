@@ -198,8 +198,8 @@ fn the_first_node_is_the_first_by_name() {
     };
     let a = index_of(&format!("{}{}", node("b", "2.2.2.2"), node("a", "1.1.1.1")));
     let b = index_of(&format!("{}{}", node("a", "1.1.1.1"), node("b", "2.2.2.2")));
-    assert_eq!(a.first_node_address(), Some("1.1.1.1"));
-    assert_eq!(b.first_node_address(), Some("1.1.1.1"));
+    assert_eq!(a.first_node_addresses(), ["1.1.1.1"]);
+    assert_eq!(b.first_node_addresses(), ["1.1.1.1"]);
 }
 
 /// Quirk 4, fixed: in legacy mode a render error leaves the class not accepted.

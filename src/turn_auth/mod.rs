@@ -12,4 +12,4 @@ pub mod uri;
 
 pub use bodies::{IceConfig, IceServer, TurnCredential};
 pub use credential::{AuthError, Credential, DEFAULT_TTL_SECS, credential, timewindowed_password};
-pub use uri::{listener_uri, uris};
+pub use uri::{listener_uris, uris};

@@ -182,6 +182,7 @@ fn errors_are_capped() {
 #[test]
 fn shipped_manifests_pass_except_golden_cases_of_objects_an_api_server_refuses() {
     let refused_cases = [
+        "address-spec-unusable",      // Gateway CEL: an IPAddress entry must be an IP address
         "admin-offload",              // offloadEngine "xdp": the pattern is case-sensitive
         "admin-offload-invalid",      // offloadEngine "bogus"
         "auth-missing-password",      // the operator's own rule: plaintext needs both credentials

@@ -76,7 +76,7 @@ fn ice_server(config: &StunnerConfig, params: &Params, ttl: i64, cx: Context<'_>
         .listeners
         .iter()
         .filter(|l| selected(&l.name, params))
-        .filter_map(|l| turn_auth::listener_uri(l, public_addr))
+        .flat_map(|l| turn_auth::listener_uris(l, public_addr))
         .collect();
     if urls.is_empty() {
         return None;

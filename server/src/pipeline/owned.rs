@@ -1,5 +1,5 @@
 //! Standalone mode has no API server to store the objects the operator renders for a Gateway
-//! (its Service and Deployment or DaemonSet), so they go straight into the index, as if written and watched
+//! (its Services and Deployment or DaemonSet), so they go straight into the index, as if written and watched
 //! back (a Deployment only where the manifests hold one too: see [`held_alone`]). They are
 //! applied the way a server-side apply under one field manager would: the rendered object is
 //! merged into the live one (the one the manifests hold, or the last merge), so what others set
@@ -17,7 +17,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use stunner_gateway::index::{Change, Index, Kind, ObjRef, ObjectKey, Resource};
-use stunner_gateway::render::{GatewayOutput, Owned};
+use stunner_gateway::render::{GatewayOutput, Owned, tcp_service_key};
 
 /// What the operator last applied to each owned object: the fields it owns.
 #[derive(Debug, Default)]
@@ -66,9 +66,10 @@ impl OwnedObjects {
     /// index only, so that a render pass can ask while it goes on and apply the changes after.
     pub fn changes(&mut self, index: &Index, key: &ObjectKey, gw: &GatewayOutput) -> impl Iterator<Item = Change> {
         let service = self.change(index, &gw.service, key);
+        let tcp_service = self.change(index, &gw.tcp_service, &tcp_service_key(key));
         let deployment = self.change(index, &gw.deployment, key);
         let daemon_set = self.change(index, &gw.daemon_set, key);
-        [service, deployment, daemon_set].into_iter().flatten()
+        [service, tcp_service, deployment, daemon_set].into_iter().flatten()
     }
 
     /// The index change one owned-object decision amounts to; `None` if the index already

@@ -98,6 +98,73 @@ pub struct GatewayConfigSpec {
     /// binding requests and refuses every TURN allocation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stun_mode: bool,
+
+    /// The `ipFamilyPolicy` of the Gateways' Services; unset: `RequireDualStack` with two
+    /// `ipFamilies`, `SingleStack` with one, the cluster's default with none. The Gateway
+    /// annotation `stunner.l7mp.io/ip-family-policy` wins. Not in the Go operator's CRD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_family_policy: Option<IpFamilyPolicy>,
+
+    /// The `ipFamilies` of the Gateways' Services, the primary first: each listener's public
+    /// address in the dataplane config is of the primary family. The Gateway annotation
+    /// `stunner.l7mp.io/ip-families` (`IPv6,IPv4`) wins. Not in the Go operator's CRD.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 2), extend("x-kubernetes-list-type" = "atomic"))]
+    pub ip_families: Vec<IpFamily>,
+}
+
+/// A Service's IP family policy, as Kubernetes names it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum IpFamilyPolicy {
+    SingleStack,
+    PreferDualStack,
+    RequireDualStack,
+}
+
+impl IpFamilyPolicy {
+    const ALL: [IpFamilyPolicy; 3] =
+        [IpFamilyPolicy::SingleStack, IpFamilyPolicy::PreferDualStack, IpFamilyPolicy::RequireDualStack];
+
+    /// The name, as in the manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            IpFamilyPolicy::SingleStack => "SingleStack",
+            IpFamilyPolicy::PreferDualStack => "PreferDualStack",
+            IpFamilyPolicy::RequireDualStack => "RequireDualStack",
+        }
+    }
+
+    /// The policy of this name, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// An IP family, as Kubernetes names it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum IpFamily {
+    IPv4,
+    IPv6,
+}
+
+impl IpFamily {
+    /// The name, as in the manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            IpFamily::IPv4 => "IPv4",
+            IpFamily::IPv6 => "IPv6",
+        }
+    }
+
+    /// The family of this name, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        [IpFamily::IPv4, IpFamily::IPv6].into_iter().find(|f| f.name() == name)
+    }
+
+    /// The family of an address.
+    pub fn of(ip: std::net::IpAddr) -> Self {
+        if ip.is_ipv4() { IpFamily::IPv4 } else { IpFamily::IPv6 }
+    }
 }
 
 crate::resources::optional_spec!(GatewayConfigSpec);
@@ -122,6 +189,8 @@ impl fmt::Debug for GatewayConfigSpec {
             .field("log_level", &self.log_level)
             .field("user_quota", &self.user_quota)
             .field("stun_mode", &self.stun_mode)
+            .field("ip_family_policy", &self.ip_family_policy)
+            .field("ip_families", &self.ip_families)
             .finish()
     }
 }

@@ -9,7 +9,7 @@ mod udp_route;
 pub use dataplane::{DEFAULT_OFFLOAD_ENGINE, Dataplane, DataplaneResourceType, DataplaneSpec, OFFLOAD_ENGINE_PATTERN};
 pub use gateway_config::{
     AUTH_TYPE_PATTERN, CREDENTIAL_PATTERN, DEFAULT_AUTH_TYPE, DEFAULT_DATAPLANE, DEFAULT_REALM, GatewayConfig,
-    GatewayConfigSpec,
+    GatewayConfigSpec, IpFamily, IpFamilyPolicy,
 };
 pub use static_service::{StaticService, StaticServiceSpec};
 pub use udp_route::{BackendRef, UdpRoute, UdpRouteRule, UdpRouteSpec, UdpRouteStatus};

@@ -188,3 +188,27 @@ fn every_gateway_is_a_server_and_the_turn_answer_takes_the_first() {
     let (_, body) = get_with("/", "service=turn", &configs, at(NOW, None));
     assert!(body.contains(r#""username":"user-1""#), "{body}");
 }
+
+/// A dual-stack Gateway's listeners (docs/deploy.md §12): a URI per address family and
+/// transport, in the config's order (the primary family first), IPv6 bracketed; an override
+/// of the public address gives one.
+#[test]
+fn a_dual_stack_listener_gives_a_uri_per_family() {
+    let mut c = quickstart();
+    for l in &mut c.listeners {
+        l.public_addrs = vec!["127.0.0.1".into(), "::1".into()];
+    }
+    let (status, body) = get_with("/ice", "service=turn", std::slice::from_ref(&c), at(NOW, None));
+    assert_eq!(status, 200);
+    let ice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let urls = &ice["iceServers"][0]["urls"];
+    let want = [
+        "turn:127.0.0.1:3478?transport=udp",
+        "turn:[::1]:3478?transport=udp",
+        "turn:127.0.0.1:3478?transport=tcp",
+        "turn:[::1]:3478?transport=tcp",
+    ];
+    assert_eq!(urls, &serde_json::json!(want));
+    let (_, body) = get_with("/ice", "service=turn&public-addr=5.6.7.8", &[c], at(NOW, None));
+    assert!(body.contains(r#""urls":["turn:5.6.7.8:3478?transport=udp","turn:5.6.7.8:3478?transport=tcp"]"#), "{body}");
+}

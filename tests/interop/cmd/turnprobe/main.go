@@ -23,6 +23,10 @@
 // once) and prints the verdict with max_gap_ms, the longest time without an echo from the first
 // echo to the end. A TURN client that holds a call open through a server's graceful shutdown.
 //
+// The server may be IPv4 or IPv6 ([::1]:3478, with --local [::1]:0 for udp). pion's client
+// asks for a relay of its socket's family (REQUESTED-ADDRESS-FAMILY IPv6 over an IPv6 socket,
+// RFC 6156), and the server refuses a peer of the other family.
+//
 // `turnprobe selfsigned` instead prints {"cert":"<PEM>","key":"<PEM>"}: a fresh self-signed
 // ECDSA certificate for 127.0.0.1/localhost, for TLS listeners in tests.
 package main
@@ -90,7 +94,7 @@ func main() {
 	ttl := flag.Duration("ttl", time.Hour, "ephemeral auth: validity of the username from now (negative: already expired)")
 	realm := flag.String("realm", "stunner.l7mp.io", "TURN realm")
 	peer := flag.String("peer", "", "UDP peer host:port to relay to (required)")
-	local := flag.String("local", "127.0.0.1:0", "udp: local address to send from (a TURN server off loopback needs one of its network)")
+	local := flag.String("local", "127.0.0.1:0", "udp: local address to send from (a TURN server off loopback needs one of its network; [::1]:0 for one at [::1])")
 	count := flag.Int("count", 5, "datagrams to send to the peer")
 	wait := flag.Duration("wait", 3*time.Second, "how long to wait for echoes after the last datagram")
 	timeout := flag.Duration("timeout", 20*time.Second, "overall deadline")
@@ -123,12 +127,12 @@ func main() {
 		return verdict{Stage: stage, Error: fmt.Sprintf("timed out after %s", *timeout)}
 	})
 
-	serverAddr, err := net.ResolveUDPAddr("udp4", *server)
+	serverAddr, err := net.ResolveUDPAddr("udp", *server)
 	if err != nil {
 		v.Error = err.Error()
 		report(v)
 	}
-	peerAddr, err := net.ResolveUDPAddr("udp4", *peer)
+	peerAddr, err := net.ResolveUDPAddr("udp", *peer)
 	if err != nil {
 		v.Error = err.Error()
 		report(v)
@@ -137,10 +141,10 @@ func main() {
 	var conn net.PacketConn
 	switch strings.ToLower(*transport) {
 	case "udp":
-		conn, err = net.ListenPacket("udp4", *local)
+		conn, err = net.ListenPacket("udp", *local)
 	case "tcp":
 		var c net.Conn
-		if c, err = net.DialTimeout("tcp4", *server, 5*time.Second); err == nil {
+		if c, err = net.DialTimeout("tcp", *server, 5*time.Second); err == nil {
 			conn = turn.NewSTUNConn(c)
 		}
 	case "tls":
@@ -162,7 +166,7 @@ func main() {
 		}
 		var c net.Conn
 		dialer := &net.Dialer{Timeout: 5 * time.Second}
-		if c, err = tls.DialWithDialer(dialer, "tcp4", *server, cfg); err == nil {
+		if c, err = tls.DialWithDialer(dialer, "tcp", *server, cfg); err == nil {
 			conn = turn.NewSTUNConn(c)
 		}
 	default:
