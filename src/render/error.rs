@@ -17,6 +17,9 @@ pub enum Reason {
     NoRuleFound,
     ExternalAuthCredentialsNotFound,
     MissingGatewayConfig,
+    /// A GatewayClass of ours whose `parametersRef` names no GatewayConfig (missing, another
+    /// group or kind, no namespace or name).
+    InvalidParametersRef,
     /// A stunner validation failure; the text is the dataplane's own.
     Validation,
     /// The operator is exiting with `--enable-finalizer`: every class is invalidated.
@@ -46,6 +49,9 @@ impl Reason {
             Reason::InvalidDataplane => "missing Dataplane resource for Gateway",
             Reason::NoRuleFound => "no rules found in route",
             Reason::OperatorShutdown => "Operator unavailable after graceful shutdown",
+            Reason::InvalidParametersRef => {
+                "parametersRef must name a GatewayConfig (group stunner.l7mp.io) by namespace and name"
+            }
             Reason::ExternalAuthCredentialsNotFound => "missing or invalid external authentication credentials",
             Reason::InvalidProtocol => "invalid protocol",
             Reason::InvalidCertificateRef => "invalid certificate reference",

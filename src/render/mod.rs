@@ -14,6 +14,7 @@ mod cluster;
 mod conditions;
 mod deployment;
 mod error;
+mod features;
 mod gateway;
 mod legacy;
 mod listener;

@@ -207,9 +207,8 @@ fn same_status_parent(a: &ParentReference, b: &ParentReference) -> bool {
 /// A route's status. Each parentRef gets an entry from this controller (in spec order); entries
 /// of other controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error`
 /// is the route's backend error; `masked` the kind of route that hides this one, if any. A
-/// parent that is not a Gateway of one of our classes (another controller's, a class without
-/// a usable `parametersRef`, a missing class) "does not exist", as upstream, which only holds
-/// the Gateways of its own valid classes; a parentRef of another group or kind does not name
+/// parent that is not a Gateway of one of our classes (another controller's, a missing class)
+/// "does not exist", as upstream, which only holds the Gateways of its own classes; a parentRef of another group or kind does not name
 /// a Gateway at all, whatever its name (see docs/compatibility.md).
 pub(crate) fn route(
     index: &Index,
