@@ -31,6 +31,7 @@ pub use deployment_record::{DeploymentRecord, config_origin};
 pub use dirty::Dirty;
 pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;
+pub(crate) use grants::group_kind;
 pub use key::{KeyView, ObjectKey};
 pub use kinds::{Index, Kind, KindVisitor, ObjRef, ROUTE_KINDS, Resource, Wire, content_digest};
 pub use lookup::ObjRefView;

@@ -18,6 +18,7 @@ mod features;
 mod gateway;
 mod legacy;
 mod listener;
+mod listener_status;
 mod owner;
 mod relay;
 mod serialized;
