@@ -5,8 +5,8 @@ use super::error::{Reason, RenderError};
 use super::features;
 use super::settings::{DataplaneMode, RenderSettings};
 use crate::config::go_compat::quote;
-use crate::index::{Index, KeyView, class_config};
-use crate::resources::{DEFAULT_DATAPLANE, Dataplane, GatewayClass, GatewayConfig};
+use crate::index::{Index, KeyView, class_config, gateway_config};
+use crate::resources::{DEFAULT_DATAPLANE, Dataplane, Gateway, GatewayClass, GatewayConfig};
 use gateway_api::gatewayclasses::GatewayClassStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -41,6 +41,33 @@ pub(crate) fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSetting
     let Some(config_key) = class_config(class) else {
         return ClassState::Invalid(class, RenderError::new(Reason::InvalidParametersRef));
     };
+    with_config(index, class, config_key, settings)
+}
+
+/// What a Gateway's class resolves to for that Gateway: a GatewayConfig its
+/// `spec.infrastructure.parametersRef` names (in its own namespace) takes the place of the
+/// class's, whatever the class's is; a reference to anything else, or to a GatewayConfig
+/// that does not exist, invalidates the Gateway (`InvalidParameters`). A class that is not ours
+/// stays so, and one whose own parameters are unusable stays invalid. Managed mode only: legacy
+/// mode renders one config per class.
+pub(crate) fn for_gateway<'a>(index: &'a Index, gw: &'a Gateway, settings: &RenderSettings) -> ClassState<'a> {
+    let state = resolve(index, &gw.spec.gateway_class_name, settings);
+    let (ClassState::Ready(ReadyClass { class, .. }), Some(named)) = (&state, gateway_config(gw)) else {
+        return state;
+    };
+    match named {
+        Ok(key) if index.gateway_configs().lookup(key).is_some() => with_config(index, class, key, settings),
+        _ => ClassState::Invalid(class, RenderError::new(Reason::InvalidGatewayParameters)),
+    }
+}
+
+/// A class of ours rendered with the GatewayConfig of `config_key`.
+fn with_config<'a>(
+    index: &'a Index,
+    class: &'a GatewayClass,
+    config_key: KeyView<'a>,
+    settings: &RenderSettings,
+) -> ClassState<'a> {
     let Some(config) = index.gateway_configs().lookup(config_key) else {
         return ClassState::Invalid(class, RenderError::missing_gateway_config(&config_key));
     };

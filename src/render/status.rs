@@ -62,7 +62,8 @@ pub(crate) fn gateway(
             }
         }
         Err(e) => {
-            set(&mut conditions, build("Accepted", "False", "Pending", e.to_string(), g, now));
+            let reason = if e.reason == Reason::InvalidGatewayParameters { "InvalidParameters" } else { "Pending" };
+            set(&mut conditions, build("Accepted", "False", reason, e.to_string(), g, now));
             let message = format!("error processing gateway by controller {ctrl}: {e}");
             set(&mut conditions, build("Programmed", "False", "Invalid", message, g, now));
         }
