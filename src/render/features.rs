@@ -8,6 +8,9 @@ use gateway_api::gatewayclasses::GatewayClassStatusSupportedFeatures;
 
 /// Gateways of the class are reconciled (the one core feature of the Gateway profile).
 const GATEWAY: &str = "Gateway";
+/// `spec.infrastructure`: labels and annotations reach the generated objects, a
+/// `parametersRef` to a GatewayConfig replaces the class's.
+const GATEWAY_INFRASTRUCTURE: &str = "GatewayInfrastructure";
 /// Every cross-namespace reference needs a ReferenceGrant: certificates always, route
 /// backends only with `--enforce-reference-grants`.
 const REFERENCE_GRANT: &str = "ReferenceGrant";
@@ -18,7 +21,7 @@ const UDP_ROUTE: &str = "UDPRoute";
 
 /// The features of a class of ours, sorted by name.
 pub(crate) fn supported(settings: &RenderSettings) -> Vec<GatewayClassStatusSupportedFeatures> {
-    let mut names = vec![GATEWAY, TCP_ROUTE, UDP_ROUTE];
+    let mut names = vec![GATEWAY, GATEWAY_INFRASTRUCTURE, TCP_ROUTE, UDP_ROUTE];
     if settings.enforce_reference_grants {
         names.push(REFERENCE_GRANT);
     }
@@ -37,8 +40,8 @@ mod tests {
     #[test]
     fn reference_grant_is_published_only_while_grants_are_enforced() {
         let off = RenderSettings::default();
-        assert_eq!(names(&off), ["Gateway", "TCPRoute", "UDPRoute"]);
+        assert_eq!(names(&off), ["Gateway", "GatewayInfrastructure", "TCPRoute", "UDPRoute"]);
         let on = RenderSettings { enforce_reference_grants: true, ..off };
-        assert_eq!(names(&on), ["Gateway", "ReferenceGrant", "TCPRoute", "UDPRoute"]);
+        assert_eq!(names(&on), ["Gateway", "GatewayInfrastructure", "ReferenceGrant", "TCPRoute", "UDPRoute"]);
     }
 }

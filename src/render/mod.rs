@@ -16,6 +16,7 @@ mod deployment;
 mod error;
 mod features;
 mod gateway;
+mod infrastructure;
 mod legacy;
 mod listener;
 mod listener_status;

@@ -5,6 +5,7 @@
 //! labels and annotations) are left out and so left alone, and a `stunner.l7mp.io/*`
 //! annotation the operator stops requesting is removed by the apply itself.
 
+use super::infrastructure;
 use super::listener::service_protocol;
 use super::owner::gateway_owner;
 use super::settings::{DataplaneMode, RenderSettings};
@@ -94,6 +95,7 @@ pub(crate) fn render(
     let lb_annotations = &config.spec.load_balancer_service_annotations;
     let mut requested = lb_annotations.clone();
     requested.extend(gw_annotations.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
+    requested.extend(infrastructure::annotations(gw));
     requested.insert(RELATED_GATEWAY_NAME.into(), key.to_string());
     requested.insert(CONTROLLER_NAME.into(), settings.controller_name.clone());
 
@@ -163,7 +165,8 @@ pub(crate) fn render(
         selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.to_string());
         selector.insert(RELATED_GATEWAY_NAME.into(), key.name.to_string());
     }
-    let labels = BTreeMap::from([
+    let mut labels: BTreeMap<String, String> = infrastructure::labels(gw).collect();
+    labels.extend([
         (OWNED_BY_LABEL.to_string(), OWNED_BY_VALUE.to_string()),
         (RELATED_GATEWAY_NAMESPACE.to_string(), key.namespace.to_string()),
         (RELATED_GATEWAY_NAME.to_string(), key.name.to_string()),
