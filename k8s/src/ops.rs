@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use stunner_gateway::index::{Kind, ObjRef, ObjectKey};
-use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, SerializedStatus};
+use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, SerializedStatus, owned_key};
 
 /// The field manager of every write, as `kubectl get --show-managed-fields` shows it.
 pub const FIELD_MANAGER: &str = "stunner-gateway-operator";
@@ -141,8 +141,10 @@ pub fn config_map_op(key: &ObjectKey, config_map: &Owned<ConfigMap>) -> Option<(
 }
 
 /// The writes of one Gateway's own objects: its Service and dataplane (a Deployment or a
-/// DaemonSet, and the delete of the other kind). Its status is [`status_op`]'s.
+/// DaemonSet, and the delete of the other kind), named as `owned_key` names them. Its status
+/// is [`status_op`]'s.
 pub fn owned_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
+    let key = &owned_key(key);
     let mut ops = Vec::new();
     ops.extend(owned_op(WriteKind::Service, key, &gw.service));
     ops.extend(owned_op(WriteKind::Deployment, key, &gw.deployment));

@@ -132,6 +132,26 @@ async fn quickstart_statuses_owned_objects_and_config() {
     assert_eq!(config.clusters[0].cluster_type, "STATIC");
     assert_eq!(config.clusters[0].endpoints, ["10.0.0.0/8", "127.0.0.1/32"]);
     assert_eq!(op.config(NS, "udp-gateway").await.as_ref(), Some(&config), "GET serves what the watch has");
+
+    // A Gateway of the longest name the API allows (conformance `GatewayNameMaximumLength`):
+    // its status is written and its Service and Deployment, which may not carry that name
+    // (nor labels of that value), exist under the shortened one.
+    let long = format!("long-{}", "a".repeat(248));
+    let gateway = format!(
+        "apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: {long}, namespace: {NS}}}\n\
+         spec:\n  gatewayClassName: stunner-gatewayclass\n  listeners: [{{name: udp, port: 3479, protocol: UDP}}]\n"
+    );
+    apply_yaml(c, &gateway).await;
+    wait_object(c, GW, "Gateway", Some(NS), &long, "Accepted", |o| {
+        let accepted = condition(&o.data["status"], "Accepted");
+        accepted.is_some_and(|a| a["status"] == "True" && a["observedGeneration"] == o.metadata.generation.unwrap())
+    })
+    .await;
+    let owned = stunner_gateway::render::owned_key(&stunner_gateway::index::ObjectKey::new(NS, &long)).name;
+    assert!(owned.len() <= 63 && owned.starts_with("long-aaaa"), "{owned}");
+    let service = wait_object(c, "v1", "Service", Some(NS), &owned, "created", |_| true).await;
+    assert_eq!(label(&service, "gateway.networking.k8s.io/gateway-name"), Some(owned.as_str()));
+    wait_object(c, "apps/v1", "Deployment", Some(NS), &owned, "created", |_| true).await;
     op.assert_no_rbac_denials();
 }
 

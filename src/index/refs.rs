@@ -123,8 +123,9 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
             s.service.iter().map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).collect()
         }
         Resource::Endpoints(_) => vec![ObjRef::new(Kind::Service, r.key())],
-        // A lingering DaemonSet matters to the Gateway of its name, whatever it is annotated with.
-        Resource::DaemonSet(_) => vec![ObjRef::new(Kind::Gateway, r.key())],
+        // A lingering DaemonSet matters to the Gateway it names, else to the Gateway of its name
+        // (the Go operator's carry no annotation; a long Gateway name is shortened in ours).
+        Resource::DaemonSet(_) => vec![annotated_gateway(r).unwrap_or_else(|| ObjRef::new(Kind::Gateway, r.key()))],
         // Dataplanes, StaticServices, Secrets, Nodes, Namespaces and ReferenceGrants are
         // referred to, and refer to nothing; so does a kind that only needs to be stored.
         _ => Vec::new(),

@@ -1,9 +1,11 @@
-//! What every object made for a Gateway carries for it: the Gateway API's
-//! `gateway.networking.k8s.io/gateway-name` and `gateway-class-name` labels (GEP-1762) and the
-//! Gateway's `spec.infrastructure` labels and annotations. The Service, the Deployment or
-//! DaemonSet and its pod template take them all; no selector does (a Deployment's is
-//! immutable, and a label the user may change must not move pods between Gateways).
+//! What every object made for a Gateway is named and carries for it: its name (the Gateway's,
+//! shortened past 63 characters), the Gateway API's `gateway.networking.k8s.io/gateway-name`
+//! and `gateway-class-name` labels (GEP-1762) and the Gateway's `spec.infrastructure` labels
+//! and annotations. The Service, the Deployment or DaemonSet and its pod template take the
+//! labels; no selector does (a Deployment's is immutable, and a label the user may change must
+//! not move pods between Gateways).
 
+use crate::index::ObjectKey;
 use crate::keys::{GATEWAY_CLASS_NAME_LABEL, GATEWAY_NAME_LABEL};
 use gateway_api::gateways::Gateway;
 use sha2::{Digest, Sha256};
@@ -13,6 +15,17 @@ use std::borrow::Cow;
 const MAX_LABEL_VALUE: usize = 63;
 /// The hex digits of a name's SHA-256 that end a shortened label value.
 const DIGEST_DIGITS: usize = 8;
+
+/// The key of the objects a Gateway owns (its Service and dataplane): the Gateway's namespace,
+/// and its name shortened as [`label_value`] does, since a Service name (and a value of the
+/// labels naming it) may have 63 characters and a Gateway name 253. Names up to 63 characters
+/// are kept, so objects made before this rule keep theirs.
+pub fn owned_key(gateway: &ObjectKey) -> ObjectKey {
+    match label_value(&gateway.name) {
+        Cow::Borrowed(_) => gateway.clone(),
+        Cow::Owned(short) => ObjectKey::new(gateway.namespace.as_str(), short),
+    }
+}
 
 /// `name` as a label value: itself up to 63 characters; a longer one (a Gateway name may have
 /// 253) is its first 54 characters, a `-` and the first 8 hex digits of its SHA-256, the same
@@ -68,5 +81,8 @@ mod tests {
         assert!(short[55..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{short}");
         assert_eq!(short, label_value(&long), "the same on every render");
         assert_ne!(short, label_value(&other), "names that share their head differ");
+        let key = ObjectKey::new("ns", &long);
+        assert_eq!(owned_key(&key), ObjectKey::new("ns", short.as_ref()));
+        assert_eq!(owned_key(&ObjectKey::new("ns", "gw")), ObjectKey::new("ns", "gw"));
     }
 }

@@ -29,6 +29,7 @@ mod status;
 mod switch;
 
 pub use error::{Reason, RenderError};
+pub use infrastructure::owned_key;
 pub use serialized::SerializedStatus;
 pub use service::parse_port_map;
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
@@ -90,10 +91,11 @@ impl GatewayOutput {
     /// Only objects this operator made: the writer deletes by name, and a same-named object
     /// of someone else's must survive, another STUNner operator's dataplane included.
     fn removed(index: &Index, key: &ObjectKey, config: Owned<StunnerConfig>, settings: &RenderSettings) -> Self {
+        let owned = owned_key(key);
         GatewayOutput {
-            service: delete_if_ours(index.services().get(key).map(|s| &s.metadata), settings),
-            deployment: delete_if_ours(index.deployments().get(key).map(|d| &d.metadata), settings),
-            daemon_set: delete_if_ours(index.daemon_sets().get(key).map(|d| &d.metadata), settings),
+            service: delete_if_ours(index.services().get(&owned).map(|s| &s.metadata), settings),
+            deployment: delete_if_ours(index.deployments().get(&owned).map(|d| &d.metadata), settings),
+            daemon_set: delete_if_ours(index.daemon_sets().get(&owned).map(|d| &d.metadata), settings),
             ..Self::gone(config)
         }
     }

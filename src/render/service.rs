@@ -5,7 +5,7 @@
 //! labels and annotations) are left out and so left alone, and a `stunner.l7mp.io/*`
 //! annotation the operator stops requesting is removed by the apply itself.
 
-use super::infrastructure;
+use super::infrastructure::{self, owned_key};
 use super::listener::service_protocol;
 use super::owner::gateway_owner;
 use super::settings::{DataplaneMode, RenderSettings};
@@ -90,7 +90,8 @@ pub(crate) fn render(
     if gw.spec.listeners.is_empty() {
         return None;
     }
-    let stored = index.services().get(key);
+    let owned = owned_key(key);
+    let stored = index.services().get(&owned);
     let gw_annotations = gw.metadata.annotations.as_ref();
     let lb_annotations = &config.spec.load_balancer_service_annotations;
     let mut requested = lb_annotations.clone();
@@ -163,17 +164,17 @@ pub(crate) fn render(
     let mut selector = BTreeMap::from([(APP_LABEL.to_string(), APP_VALUE.to_string())]);
     if settings.dataplane_mode == DataplaneMode::Managed {
         selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.to_string());
-        selector.insert(RELATED_GATEWAY_NAME.into(), key.name.to_string());
+        selector.insert(RELATED_GATEWAY_NAME.into(), owned.name.to_string());
     }
     let mut labels: BTreeMap<String, String> = infrastructure::labels(gw).collect();
     labels.extend([
         (OWNED_BY_LABEL.to_string(), OWNED_BY_VALUE.to_string()),
         (RELATED_GATEWAY_NAMESPACE.to_string(), key.namespace.to_string()),
-        (RELATED_GATEWAY_NAME.to_string(), key.name.to_string()),
+        (RELATED_GATEWAY_NAME.to_string(), owned.name.to_string()),
     ]);
     let service = Service {
         metadata: ObjectMeta {
-            name: Some(key.name.to_string()),
+            name: Some(owned.name.to_string()),
             namespace: Some(key.namespace.to_string()),
             labels: Some(labels),
             annotations: Some(requested),
