@@ -11,6 +11,11 @@ pub(crate) const CONTROLLER_NAME: &str = "stunner.l7mp.io/controller-name";
 pub const RELATED_GATEWAY_NAME: &str = "stunner.l7mp.io/related-gateway-name";
 /// Label holding the namespace of the related Gateway.
 pub const RELATED_GATEWAY_NAMESPACE: &str = "stunner.l7mp.io/related-gateway-namespace";
+/// The Gateway API's label naming the Gateway an object was made for (GEP-1762), on the
+/// Service, the dataplane and its pods; never in a selector.
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+/// The Gateway API's label naming that Gateway's class.
+pub const GATEWAY_CLASS_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-class-name";
 /// The dataplane pods' app label.
 pub const APP_LABEL: &str = "app";
 pub const APP_VALUE: &str = "stunner";

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use stunner_gateway::index::{Kind, ObjRef, ObjectKey};
-use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, SerializedStatus, tcp_service_key};
+use stunner_gateway::render::{GatewayOutput, Owned, RenderOutput, SerializedStatus, owned_key, tcp_service_key};
 
 /// The field manager of every write, as `kubectl get --show-managed-fields` shows it.
 pub const FIELD_MANAGER: &str = "stunner-gateway-operator";
@@ -141,11 +141,13 @@ pub fn config_map_op(key: &ObjectKey, config_map: &Owned<ConfigMap>) -> Option<(
 }
 
 /// The writes of one Gateway's own objects: its Services and dataplane (a Deployment or a
-/// DaemonSet, and the delete of the other kind). Its status is [`status_op`]'s.
-pub fn owned_ops(key: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
+/// DaemonSet, and the delete of the other kind), named as `owned_key` and `tcp_service_key`
+/// name them. Its status is [`status_op`]'s.
+pub fn owned_ops(gateway: &ObjectKey, gw: &GatewayOutput) -> Vec<(Target, Op)> {
+    let key = &owned_key(gateway);
     let mut ops = Vec::new();
     ops.extend(owned_op(WriteKind::Service, key, &gw.service));
-    ops.extend(owned_op(WriteKind::Service, &tcp_service_key(key), &gw.tcp_service));
+    ops.extend(owned_op(WriteKind::Service, &tcp_service_key(gateway), &gw.tcp_service));
     ops.extend(owned_op(WriteKind::Deployment, key, &gw.deployment));
     ops.extend(owned_op(WriteKind::DaemonSet, key, &gw.daemon_set));
     ops

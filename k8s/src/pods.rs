@@ -15,7 +15,9 @@ use kube::{Api, Client};
 use std::net::IpAddr;
 use std::sync::Arc;
 use stunner_gateway::cds::ConfigId;
+use stunner_gateway::index::ObjectKey;
 use stunner_gateway::keys::{APP_LABEL, APP_VALUE, RELATED_GATEWAY_NAME, RELATED_GATEWAY_NAMESPACE};
+use stunner_gateway::render::owned_key;
 use stunner_gateway_cds::authz::{DataplaneIndex, DataplanePod};
 use tokio_util::sync::CancellationToken;
 
@@ -70,17 +72,26 @@ fn pod_name(pod: &Pod) -> &str {
 pub(crate) fn dataplane_pod(pod: &Pod) -> Option<DataplanePod> {
     let labels = pod.metadata.labels.as_ref()?;
     let namespace = pod_namespace(pod);
-    let gateway = labels.get(RELATED_GATEWAY_NAME)?;
+    // The name of the pod's Deployment or DaemonSet: its Gateway's, shortened past 63
+    // characters (`render::owned_key`).
+    let owner = labels.get(RELATED_GATEWAY_NAME)?;
     if labels.get(RELATED_GATEWAY_NAMESPACE).map(String::as_str) != Some(namespace) {
         return None;
     }
+    // The Gateway's whole name is in the pod's `<ns>/<name>` annotation (ours set it); pods
+    // without it are named after their Gateway.
+    let annotated = pod.metadata.annotations.as_ref().and_then(|a| a.get(RELATED_GATEWAY_NAME));
+    let gateway = match annotated.and_then(|a| a.split_once('/')) {
+        Some((ns, name)) if ns == namespace && owned_key(&ObjectKey::new(ns, name)).name == owner.as_str() => name,
+        _ => owner.as_str(),
+    };
     // A Deployment's ReplicaSets are named `<deployment>-<pod-template-hash>`, and ours is
     // named after its Gateway, as is our DaemonSet, which controls its pods itself.
-    let prefix = format!("{gateway}-");
+    let prefix = format!("{owner}-");
     let controlled = pod.metadata.owner_references.iter().flatten().any(|o| {
         let run_by = match o.kind.as_str() {
             "ReplicaSet" => o.name.starts_with(&prefix),
-            "DaemonSet" => o.name == *gateway,
+            "DaemonSet" => o.name == *owner,
             _ => false,
         };
         o.controller == Some(true) && o.api_version == "apps/v1" && run_by
@@ -97,7 +108,7 @@ pub(crate) fn dataplane_pod(pod: &Pod) -> Option<DataplanePod> {
     Some(DataplanePod {
         namespace: namespace.to_string(),
         name: pod_name(pod).to_string(),
-        gateway: ConfigId::new(namespace, gateway.as_str()),
+        gateway: ConfigId::new(namespace, gateway),
         host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         node: spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
         ips,
@@ -170,6 +181,28 @@ mod tests {
         draining.metadata.deletion_grace_period_seconds = Some(3600);
         let p = dataplane_pod(&draining).expect("a draining pod is still a dataplane pod");
         assert_eq!(p.gateway, ConfigId::new("team-a", "gw-a"));
+    }
+
+    /// A Gateway named past 63 characters owns a dataplane of a shortened name, whose labels
+    /// carry that name: the pod is the Gateway's, by its whole name from the annotation, and
+    /// an annotation naming a Gateway the labels do not is not believed.
+    #[test]
+    fn a_pod_of_a_gateway_with_a_long_name_is_indexed_under_the_whole_name() {
+        let long = format!("gw-{}", "a".repeat(250));
+        let owner = owned_key(&ObjectKey::new("team-a", &long)).name.to_string();
+        assert!(owner.len() <= 63, "{owner}");
+        let labels = json!({
+            "app": "stunner",
+            "stunner.l7mp.io/related-gateway-name": owner,
+            "stunner.l7mp.io/related-gateway-namespace": "team-a",
+        });
+        let annotated = |annotation: &str| {
+            let mut p = pod("team-a", labels.clone(), &format!("{owner}-5d8f9"), "Running");
+            p.metadata.annotations = Some([(RELATED_GATEWAY_NAME.to_string(), annotation.to_string())].into());
+            dataplane_pod(&p).unwrap().gateway
+        };
+        assert_eq!(annotated(&format!("team-a/{long}")), ConfigId::new("team-a", &long));
+        assert_eq!(annotated("team-a/another"), ConfigId::new("team-a", &owner));
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! Which version of each Gateway API route kind the API server serves, decided from discovery
-//! and followed while the operator runs.
+//! Which version of each Gateway API kind served in several the API server serves, decided
+//! from discovery and followed while the operator runs.
 //!
 //! Gateway API v1.6 graduated UDPRoute and TCPRoute to `v1`; v1.7's standard channel serves
 //! them as `v1` only, its experimental channel as `v1` and `v1alpha2`, and older bundles as
-//! `v1alpha2` only. Both versions are views of one stored object, so a kind is watched through
-//! one version at a time: `v1` where served, else `v1alpha2`, else not at all. Installing or
+//! `v1alpha2` only. ReferenceGrant is `v1` since v1.5 and `v1beta1` before (both served for a
+//! while). All versions are views of one stored object, so a kind is watched through one
+//! version at a time: the newest served, else not at all. Installing or
 //! upgrading the CRDs under a running operator changes the answer; [`follow`] notices within
 //! [`POLL_PERIOD`] (at once when a watch asks, see [`Recheck`]) and says what changed in one
 //! log line, and the watchers and the writer switch versions (see `source`, `writer`).
@@ -19,10 +20,15 @@ use tokio_util::sync::CancellationToken;
 /// How often discovery is asked again.
 pub(crate) const POLL_PERIOD: Duration = Duration::from_secs(5);
 
-/// The kinds served in more than one version: each with its plural, and its versions in order
-/// of preference.
-const VERSIONED: [(Kind, &str); 2] = [(Kind::GatewayUdpRoute, "udproutes"), (Kind::GatewayTcpRoute, "tcproutes")];
-const VERSIONS: [&str; 2] = ["v1", "v1alpha2"];
+/// The kinds served in more than one version: each with its plural and its versions, the
+/// preferred first.
+const VERSIONED: [(Kind, &str, &[&str]); 3] = [
+    (Kind::GatewayUdpRoute, "udproutes", &["v1", "v1alpha2"]),
+    (Kind::GatewayTcpRoute, "tcproutes", &["v1", "v1alpha2"]),
+    (Kind::ReferenceGrant, "referencegrants", &["v1", "v1beta1"]),
+];
+/// Every group version discovery is asked about.
+const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha2"];
 
 /// The version each versioned kind is watched and written through; a kind absent is not
 /// served at all.
@@ -32,7 +38,7 @@ pub(crate) struct Served(BTreeMap<Kind, &'static str>);
 impl Served {
     /// Whether `kind` is one whose version is decided here.
     pub(crate) fn is_versioned(kind: Kind) -> bool {
-        VERSIONED.iter().any(|(k, _)| *k == kind)
+        VERSIONED.iter().any(|(k, ..)| *k == kind)
     }
 
     /// The version `kind` is served as, if it is versioned and served.
@@ -50,13 +56,22 @@ impl Served {
         api
     }
 
+    /// The preferred version of each versioned kind that `serves(version, plural)` says is
+    /// served.
+    fn of(serves: impl Fn(&str, &str) -> bool) -> Self {
+        let preferred = |(kind, plural, versions): &(Kind, &str, &[&'static str])| {
+            Some((*kind, *versions.iter().find(|v| serves(v, plural))?))
+        };
+        Served(VERSIONED.iter().filter_map(preferred).collect())
+    }
+
     /// One line per kind whose version changed from `before`.
     fn changes(&self, before: &Served) -> Vec<String> {
         let show = |v: Option<&str>| v.map_or_else(|| "not served".to_string(), |v| format!("{GATEWAY_API_GROUP}/{v}"));
         VERSIONED
             .iter()
-            .filter(|(k, _)| self.version(*k) != before.version(*k))
-            .map(|(k, _)| format!("{}: {} (was {})", k.api().kind, show(self.version(*k)), show(before.version(*k))))
+            .filter(|(k, ..)| self.version(*k) != before.version(*k))
+            .map(|(k, ..)| format!("{}: {} (was {})", k.api().kind, show(self.version(*k)), show(before.version(*k))))
             .collect()
     }
 }
@@ -64,21 +79,16 @@ impl Served {
 /// Asks discovery which versions of the versioned kinds the API server serves. A group
 /// version that is not installed answers 404: that is a "no", while other failures are errors.
 pub(crate) async fn discover(client: &Client) -> Result<Served, kube::Error> {
-    let mut served = Served::default();
-    for version in VERSIONS.iter().rev() {
+    let mut plurals = BTreeMap::new();
+    for version in VERSIONS {
         let resources = match client.list_api_group_resources(&format!("{GATEWAY_API_GROUP}/{version}")).await {
             Ok(list) => list.resources,
             Err(kube::Error::Api(e)) if e.code == 404 => continue,
             Err(e) => return Err(e),
         };
-        for (kind, plural) in VERSIONED {
-            if resources.iter().any(|r| r.name == plural) {
-                // Later (preferred) versions overwrite earlier ones.
-                served.0.insert(kind, version);
-            }
-        }
+        plurals.insert(version, resources.into_iter().map(|r| r.name).collect::<Vec<_>>());
     }
-    Ok(served)
+    Ok(Served::of(|version, plural| plurals.get(version).is_some_and(|p| p.iter().any(|n| n == plural))))
 }
 
 /// A watcher's request to ask discovery again now (its watch failed as if its version went).
@@ -140,5 +150,18 @@ mod tests {
         );
         assert!(v1.changes(&v1.clone()).is_empty());
         assert!(Served::is_versioned(Kind::GatewayTcpRoute) && !Served::is_versioned(Kind::UdpRoute));
+    }
+
+    #[test]
+    fn reference_grants_are_read_through_v1_when_served_else_v1beta1() {
+        let of = |served: &[(&str, &str)]| Served::of(|v, p| served.contains(&(v, p)));
+        let both = of(&[("v1", "referencegrants"), ("v1beta1", "referencegrants")]);
+        assert_eq!(both.version(Kind::ReferenceGrant), Some("v1"));
+        assert_eq!(both.api(Kind::ReferenceGrant).api_version, "gateway.networking.k8s.io/v1");
+        let old = of(&[("v1beta1", "referencegrants"), ("v1alpha2", "udproutes")]);
+        assert_eq!(old.version(Kind::ReferenceGrant), Some("v1beta1"));
+        assert_eq!(old.version(Kind::GatewayUdpRoute), Some("v1alpha2"));
+        assert_eq!(old.version(Kind::GatewayTcpRoute), None);
+        assert_eq!(of(&[]).version(Kind::ReferenceGrant), None);
     }
 }

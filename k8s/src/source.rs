@@ -6,9 +6,10 @@
 //! kube-runtime's default backoff; they never end the process. Until a kind's first list
 //! succeeds the operator stays unsynced and serves nothing, which is the point.
 //!
-//! The Gateway API route kinds served in more than one version are watched through the version
-//! `served` says, switching when it changes ([`follow_served`]): one watch of one kind at a
-//! time, whose objects the index keeps across the switch (the same objects, seen again).
+//! The Gateway API kinds served in more than one version (routes, ReferenceGrant) are watched
+//! through the version `served` says, switching when it changes ([`follow_served`]): one watch
+//! of one kind at a time, whose objects the index keeps across the switch (the same objects,
+//! seen again).
 
 use super::served::{Recheck, Served};
 use super::translate::Tracker;

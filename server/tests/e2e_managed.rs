@@ -132,6 +132,26 @@ async fn quickstart_statuses_owned_objects_and_config() {
     assert_eq!(config.clusters[0].cluster_type, "STATIC");
     assert_eq!(config.clusters[0].endpoints, ["10.0.0.0/8", "127.0.0.1/32"]);
     assert_eq!(op.config(NS, "udp-gateway").await.as_ref(), Some(&config), "GET serves what the watch has");
+
+    // A Gateway of the longest name the API allows (conformance `GatewayNameMaximumLength`):
+    // its status is written and its Service and Deployment, which may not carry that name
+    // (nor labels of that value), exist under the shortened one.
+    let long = format!("long-{}", "a".repeat(248));
+    let gateway = format!(
+        "apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: {long}, namespace: {NS}}}\n\
+         spec:\n  gatewayClassName: stunner-gatewayclass\n  listeners: [{{name: udp, port: 3479, protocol: UDP}}]\n"
+    );
+    apply_yaml(c, &gateway).await;
+    wait_object(c, GW, "Gateway", Some(NS), &long, "Accepted", |o| {
+        let accepted = condition(&o.data["status"], "Accepted");
+        accepted.is_some_and(|a| a["status"] == "True" && a["observedGeneration"] == o.metadata.generation.unwrap())
+    })
+    .await;
+    let owned = stunner_gateway::render::owned_key(&stunner_gateway::index::ObjectKey::new(NS, &long)).name;
+    assert!(owned.len() <= 63 && owned.starts_with("long-aaaa"), "{owned}");
+    let service = wait_object(c, "v1", "Service", Some(NS), &owned, "created", |_| true).await;
+    assert_eq!(label(&service, "gateway.networking.k8s.io/gateway-name"), Some(owned.as_str()));
+    wait_object(c, "apps/v1", "Deployment", Some(NS), &owned, "created", |_| true).await;
     op.assert_no_rbac_denials();
 }
 
@@ -585,7 +605,10 @@ fn names(list: &Value, field: &str) -> Vec<String> {
 
 /// Every removal reaches the live objects, although they still hold every value the smaller
 /// render asks for: a server-side apply removes a field our manager set only when it is
-/// sent. Fields another manager set (on the Service and in the pod template) stay.
+/// sent. Fields another manager set (on the Service and in the pod template) stay. The
+/// Gateway's `spec.infrastructure` labels and annotations reach the Service, the Deployment
+/// and its pod template beside the Gateway API's name labels, and leave them when the Gateway
+/// drops them, while the name labels stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_removal_reaches_the_live_objects_and_foreign_fields_stay() {
     let Some(cluster) = Cluster::start("removals").await else { return };
@@ -593,7 +616,11 @@ async fn every_removal_reaches_the_live_objects_and_foreign_fields_stay() {
     let c = &cluster.admin;
     apply_yaml(c, RICH_DATAPLANE).await;
     let gateway_yaml = std::fs::read_to_string(repo_root().join("deploy/examples/quickstart/gateway.yaml")).unwrap();
-    let labelled = gateway_yaml.replace("  annotations:\n", "  labels: {gateway-label: x}\n  annotations:\n");
+    let labelled = gateway_yaml.replace("  annotations:\n", "  labels: {gateway-label: x}\n  annotations:\n").replace(
+        "spec:\n",
+        "spec:\n  infrastructure: {labels: {infra-label: y}, annotations: {infra-annotation: z}}\n",
+    );
+    assert!(labelled.contains("infra-label"));
     apply_yaml(c, &labelled).await;
     let op = cluster.operator("op", &[]).await;
     let full = wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "every item", |o| {
@@ -602,9 +629,28 @@ async fn every_removal_reaches_the_live_objects_and_foreign_fields_stay() {
             && names(&pod["spec"]["tolerations"], "key").len() == 2
     })
     .await;
+    let pod_metadata = &pod_template(&full)["metadata"];
+    for (what, labels, annotations) in [
+        ("the Deployment", json!(full.metadata.labels), json!(full.metadata.annotations)),
+        ("the pod template", pod_metadata["labels"].clone(), pod_metadata["annotations"].clone()),
+    ] {
+        assert_eq!(labels["infra-label"], "y", "{what}: {labels}");
+        assert_eq!(labels["gateway.networking.k8s.io/gateway-name"], "udp-gateway", "{what}: {labels}");
+        assert_eq!(labels["gateway.networking.k8s.io/gateway-class-name"], "stunner-gatewayclass", "{what}");
+        assert_eq!(annotations["infra-annotation"], "z", "{what}: {annotations}");
+    }
+    let infra_gone = |o: &kube::api::DynamicObject| {
+        let annotations = o.metadata.annotations.as_ref();
+        label(o, "infra-label").is_none()
+            && annotations.is_some_and(|a| !a.contains_key("infra-annotation"))
+            && label(o, "gateway.networking.k8s.io/gateway-name") == Some("udp-gateway")
+    };
     let env = &pod_template(&full)["spec"]["containers"][0]["env"];
     assert!(names(env, "name").contains(&"EXTRA_B".to_string()), "{env}");
-    service_ports(c, "udp-gateway", &[3478, 3478]).await;
+    let svc = service_ports(c, "udp-gateway", &[3478, 3478]).await;
+    assert_eq!(label(&svc, "infra-label"), Some("y"));
+    assert_eq!(label(&svc, "gateway.networking.k8s.io/gateway-class-name"), Some("stunner-gatewayclass"));
+    assert_eq!(svc.metadata.annotations.as_ref().unwrap()["infra-annotation"], "z");
 
     // Another manager adds a label and an annotation to the pod template and to the Service.
     for (api_version, kind, body) in [
@@ -668,6 +714,19 @@ async fn every_removal_reaches_the_live_objects_and_foreign_fields_stay() {
         label(o, "gateway-label").is_none()
     })
     .await;
+    wait_object(c, "v1", "Service", Some(NS), "udp-gateway", "the infrastructure metadata removed", infra_gone).await;
+    let deployment =
+        wait_object(c, "apps/v1", "Deployment", Some(NS), "udp-gateway", "the infrastructure metadata removed", |o| {
+            let pod = &pod_template(o)["metadata"];
+            infra_gone(o)
+                && pod["labels"].get("infra-label").is_none()
+                && pod["annotations"].get("infra-annotation").is_none()
+        })
+        .await;
+    assert_eq!(
+        pod_template(&deployment)["metadata"]["labels"]["gateway.networking.k8s.io/gateway-name"],
+        "udp-gateway"
+    );
     let one_listener = gateway_yaml.replace("    - name: tcp-listener\n      port: 3478\n      protocol: TCP\n", "");
     assert_ne!(one_listener, gateway_yaml);
     apply_yaml(c, &one_listener).await;

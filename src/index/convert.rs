@@ -11,8 +11,10 @@ use gateway_api::experimental::udproutes::UdpRouteUseDefaultGateways;
 
 /// The conversion of a Gateway API route whose `useDefaultGateways` enum is `$scope`. Backend
 /// `port` is dropped, as upstream does for UDPRoutes: a Gateway API backend always carries a
-/// port, which would otherwise narrow every cluster to one port (spec §1.6); `weight` has no
-/// counterpart.
+/// port, which would otherwise narrow every cluster to one port (spec §1.6). `weight` has no
+/// counterpart: a TURN peer is reached by address, not balanced over, so every backend is
+/// allowed whatever its weight, except that `weight: 0` (the Gateway API's "send nothing
+/// there") drops the backend (docs/compatibility.md).
 macro_rules! convert_route {
     ($route:expr, $scope:ident) => {{
         let route = $route;
@@ -28,6 +30,7 @@ macro_rules! convert_route {
             backend_refs: r
                 .backend_refs
                 .into_iter()
+                .filter(|b| b.weight != Some(0))
                 .map(|b| BackendRef {
                     group: b.group,
                     kind: b.kind,

@@ -16,8 +16,8 @@ const FROM_KINDS: [Kind; 4] = [Kind::UdpRoute, Kind::GatewayUdpRoute, Kind::Gate
 const TO_KINDS: [Kind; 3] = [Kind::Service, Kind::StaticService, Kind::Secret];
 
 /// The `(group, kind)` a grant names a kind by: in `from`, a route or a Gateway; in `to`, a
-/// backend or a Secret.
-fn group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
+/// backend or a Secret. Listeners name route kinds so too (`supportedKinds`, `allowedRoutes`).
+pub(crate) fn group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
     match kind {
         Kind::UdpRoute => Some((GROUP, "UDPRoute")),
         Kind::GatewayUdpRoute => Some((GATEWAY_API_GROUP, "UDPRoute")),

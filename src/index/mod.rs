@@ -31,11 +31,13 @@ pub use deployment_record::{DeploymentRecord, config_origin};
 pub use dirty::Dirty;
 pub use endpoint_addresses::EndpointAddresses;
 pub use error::DecodeError;
+pub(crate) use grants::group_kind;
 pub use key::{KeyView, ObjectKey};
 pub use kinds::{Index, Kind, KindVisitor, ObjRef, ROUTE_KINDS, Resource, Wire, content_digest};
 pub use lookup::ObjRefView;
 pub use refs::{
-    GATEWAY_API_GROUP, backend_target, class_config, node_external_address, parent_gateway, relay_discovery_enabled,
+    GATEWAY_API_GROUP, backend_target, class_config, effective_config, gateway_config, node_external_address,
+    parent_gateway, relay_discovery_enabled,
 };
 pub use scheduling::{Unschedulable, schedulable};
 pub use store::Store;

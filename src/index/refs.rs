@@ -37,6 +37,26 @@ pub fn class_config(class: &GatewayClass) -> Option<KeyView<'_>> {
     (p.group == GROUP && p.kind == "GatewayConfig" && !p.name.is_empty()).then(|| KeyView::new(namespace, &p.name))
 }
 
+/// What a Gateway's `spec.infrastructure.parametersRef` names: nothing (`None`), or a
+/// GatewayConfig of its own namespace (`Some(Ok)`), or something else (`Some(Err)`, which the
+/// Gateway cannot be rendered with).
+pub fn gateway_config(gw: &Gateway) -> Option<Result<KeyView<'_>, ()>> {
+    let p = gw.spec.infrastructure.as_ref()?.parameters_ref.as_ref()?;
+    let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
+    let names_config = p.group == GROUP && p.kind == "GatewayConfig" && !p.name.is_empty();
+    Some(if names_config { Ok(KeyView::new(namespace, &p.name)) } else { Err(()) })
+}
+
+/// The GatewayConfig a Gateway of `class` is rendered with: the one its own
+/// `spec.infrastructure.parametersRef` names, else its class's (`None` when the one that
+/// counts is unusable).
+pub fn effective_config<'a>(gw: &'a Gateway, class: &'a GatewayClass) -> Option<KeyView<'a>> {
+    match gateway_config(gw) {
+        Some(named) => named.ok(),
+        None => class_config(class),
+    }
+}
+
 /// A Node's external address: its first ExternalIP, else its first ExternalDNS name.
 pub fn node_external_address(node: &Node) -> Option<&str> {
     let addresses = node.status.as_ref()?.addresses.as_deref()?;
@@ -94,10 +114,12 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
         }
         Resource::Gateway(gw) => {
             let class = ObjRef::new(Kind::GatewayClass, ObjectKey::cluster(&gw.spec.gateway_class_name));
+            let config =
+                gateway_config(gw).and_then(Result::ok).map(|k| ObjRef::new(Kind::GatewayConfig, k.to_owned()));
             let certs = gw.spec.listeners.iter().filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref()).flatten();
             let secrets =
                 certs.map(|c| ObjRef::new(Kind::Secret, ObjectKey::new(c.namespace.as_deref().unwrap_or(ns), &c.name)));
-            std::iter::once(class).chain(secrets).collect()
+            std::iter::once(class).chain(config).chain(secrets).collect()
         }
         Resource::GatewayConfig(gc) => {
             let dataplane = gc.spec.dataplane.as_deref().unwrap_or(crate::resources::DEFAULT_DATAPLANE);
@@ -116,8 +138,9 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
             s.service.iter().map(|name| ObjRef::new(Kind::Service, ObjectKey::new(ns, name))).collect()
         }
         Resource::Endpoints(_) => vec![ObjRef::new(Kind::Service, r.key())],
-        // A lingering DaemonSet matters to the Gateway of its name, whatever it is annotated with.
-        Resource::DaemonSet(_) => vec![ObjRef::new(Kind::Gateway, r.key())],
+        // A lingering DaemonSet matters to the Gateway it names, else to the Gateway of its name
+        // (the Go operator's carry no annotation; a long Gateway name is shortened in ours).
+        Resource::DaemonSet(_) => vec![annotated_gateway(r).unwrap_or_else(|| ObjRef::new(Kind::Gateway, r.key()))],
         // Dataplanes, StaticServices, Secrets, Nodes, Namespaces and ReferenceGrants are
         // referred to, and refer to nothing; so does a kind that only needs to be stored.
         _ => Vec::new(),
@@ -140,9 +163,13 @@ impl Index {
                 dirty.classes.insert(r.key.name.to_string());
                 referrers(Kind::Gateway).into_iter().for_each(|gw| self.mark_gateway(&gw, dirty));
             }
-            Kind::GatewayConfig => referrers(Kind::GatewayClass)
-                .into_iter()
-                .for_each(|c| self.walk(&ObjRef::new(Kind::GatewayClass, c), dirty)),
+            Kind::GatewayConfig => {
+                for c in referrers(Kind::GatewayClass) {
+                    self.walk(&ObjRef::new(Kind::GatewayClass, c), dirty);
+                }
+                // The Gateways that name it in `spec.infrastructure.parametersRef`.
+                referrers(Kind::Gateway).into_iter().for_each(|gw| self.mark_gateway(&gw, dirty));
+            }
             Kind::Dataplane => referrers(Kind::GatewayConfig)
                 .into_iter()
                 .for_each(|c| self.walk(&ObjRef::new(Kind::GatewayConfig, c), dirty)),

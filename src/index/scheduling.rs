@@ -10,7 +10,7 @@
 //! DefaultTolerationSeconds admission plugin's (`not-ready` and `unreachable`, `NoExecute`)
 //! to every pod, and the DaemonSet controller's to a DaemonSet's pods.
 
-use super::{Index, KeyView, class_config};
+use super::{Index, KeyView, effective_config};
 use crate::resources::{DEFAULT_DATAPLANE, Dataplane, DataplaneResourceType, Gateway};
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration};
 use std::fmt;
@@ -146,11 +146,12 @@ fn requirement_holds(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
 }
 
 impl Index {
-    /// The Dataplane whose pods serve a Gateway: its class's GatewayConfig's (`None` when any
-    /// link is missing, as in legacy mode, where no Dataplane constrains the Nodes).
+    /// The Dataplane whose pods serve a Gateway: its GatewayConfig's (the one its
+    /// `spec.infrastructure.parametersRef` names, else its class's; `None` when any link is
+    /// missing, as in legacy mode, where no Dataplane constrains the Nodes).
     pub fn gateway_dataplane(&self, gw: &Gateway) -> Option<&Dataplane> {
         let class = self.gateway_classes().lookup(KeyView::cluster(&gw.spec.gateway_class_name))?;
-        let config = self.gateway_configs().lookup(class_config(class)?)?;
+        let config = self.gateway_configs().lookup(effective_config(gw, class)?)?;
         let name = config.spec.dataplane.as_deref().unwrap_or(DEFAULT_DATAPLANE);
         self.dataplanes().lookup(KeyView::cluster(name))
     }

@@ -1,17 +1,15 @@
 //! Which routes attach to which Gateway listeners (spec §3.7).
 //!
-//! A TCPRoute asks for relaying to TCP peers: RFC 6062 makes TCP allocations only over a TCP
-//! or TLS client connection, so it attaches to TCP-like listeners only (`TURN-TCP`,
-//! `TURN-TLS`), and, where a listener lists `allowedRoutes.kinds`, only if TCPRoute is listed
-//! (docs/compatibility.md). UDPRoutes attach as upstream's do, whatever the list says.
+//! A listener takes the route kinds of its protocol, narrowed to its `allowedRoutes.kinds`
+//! when it lists any (`listener::takes`): a TCPRoute asks for relaying to TCP peers, which
+//! RFC 6062 allows only over a TCP or TLS client connection, so it attaches to TCP-like
+//! listeners only; a listener of an unknown protocol takes none (docs/compatibility.md).
 
-use super::listener::service_protocol;
-use crate::index::{
-    GATEWAY_API_GROUP, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, ROUTE_KINDS, parent_gateway,
-};
+use super::listener::takes;
+use crate::index::{Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, ROUTE_KINDS, parent_gateway};
 use crate::resources::{ParentReference, UdpRoute};
 use gateway_api::gateways::{
-    Gateway, GatewayListeners, GatewayListenersAllowedRoutesKinds, GatewayListenersAllowedRoutesNamespacesFrom as From,
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as From,
     GatewayListenersAllowedRoutesNamespacesSelector as Selector,
 };
 use std::collections::BTreeMap;
@@ -84,21 +82,8 @@ pub(crate) fn accepts(
         .is_some_and(|k| k.namespace == gw_ns && Some(k.name) == gw.metadata.name.as_deref());
     names_gw
         && p.section_name.as_ref().is_none_or(|s| *s == l.name)
-        && kind_allowed(l, kind)
+        && takes(l, kind)
         && namespace_allowed(index, gw_ns, l, route_ns)
-}
-
-/// Whether listener `l` takes routes of `kind`: TCPRoutes only on TCP-like listeners that do
-/// not list other kinds alone (see the module comment).
-fn kind_allowed(l: &GatewayListeners, kind: Kind) -> bool {
-    if kind != Kind::GatewayTcpRoute {
-        return true;
-    }
-    let listed = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()).unwrap_or_default();
-    let names_tcp_route = |k: &GatewayListenersAllowedRoutesKinds| {
-        k.kind == "TCPRoute" && k.group.as_deref().is_none_or(|g| g == GATEWAY_API_GROUP)
-    };
-    service_protocol(&l.protocol) == Some("TCP") && (listed.is_empty() || listed.iter().any(names_tcp_route))
 }
 
 fn namespace_allowed(index: &Index, gw_ns: &str, l: &GatewayListeners, route_ns: &str) -> bool {

@@ -2,10 +2,11 @@
 
 use super::conditions;
 use super::error::{Reason, RenderError};
+use super::features;
 use super::settings::{DataplaneMode, RenderSettings};
 use crate::config::go_compat::quote;
-use crate::index::{Index, KeyView, class_config};
-use crate::resources::{DEFAULT_DATAPLANE, Dataplane, GatewayClass, GatewayConfig};
+use crate::index::{Index, KeyView, class_config, gateway_config};
+use crate::resources::{DEFAULT_DATAPLANE, Dataplane, Gateway, GatewayClass, GatewayConfig};
 use gateway_api::gatewayclasses::GatewayClassStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -22,9 +23,10 @@ pub(crate) struct ReadyClass<'a> {
 /// What a GatewayClass name resolves to.
 #[derive(Debug, Clone)]
 pub(crate) enum ClassState<'a> {
-    /// Missing, another controller's, or without a usable `parametersRef`: not ours to touch.
+    /// Missing or another controller's: not ours to touch.
     NotOurs,
-    /// Ours, but its GatewayConfig (or Dataplane) is missing.
+    /// Ours, but without a usable `parametersRef`, or its GatewayConfig (or Dataplane) is
+    /// missing.
     Invalid(&'a GatewayClass, RenderError),
     Ready(ReadyClass<'a>),
 }
@@ -37,8 +39,35 @@ pub(crate) fn resolve<'a>(index: &'a Index, name: &str, settings: &RenderSetting
         return ClassState::NotOurs;
     }
     let Some(config_key) = class_config(class) else {
-        return ClassState::NotOurs;
+        return ClassState::Invalid(class, RenderError::new(Reason::InvalidParametersRef));
     };
+    with_config(index, class, config_key, settings)
+}
+
+/// What a Gateway's class resolves to for that Gateway: a GatewayConfig its
+/// `spec.infrastructure.parametersRef` names (in its own namespace) takes the place of the
+/// class's, whatever the class's is; a reference to anything else, or to a GatewayConfig
+/// that does not exist, invalidates the Gateway (`InvalidParameters`). A class that is not ours
+/// stays so, and one whose own parameters are unusable stays invalid. Managed mode only: legacy
+/// mode renders one config per class.
+pub(crate) fn for_gateway<'a>(index: &'a Index, gw: &'a Gateway, settings: &RenderSettings) -> ClassState<'a> {
+    let state = resolve(index, &gw.spec.gateway_class_name, settings);
+    let (ClassState::Ready(ReadyClass { class, .. }), Some(named)) = (&state, gateway_config(gw)) else {
+        return state;
+    };
+    match named {
+        Ok(key) if index.gateway_configs().lookup(key).is_some() => with_config(index, class, key, settings),
+        _ => ClassState::Invalid(class, RenderError::new(Reason::InvalidGatewayParameters)),
+    }
+}
+
+/// A class of ours rendered with the GatewayConfig of `config_key`.
+fn with_config<'a>(
+    index: &'a Index,
+    class: &'a GatewayClass,
+    config_key: KeyView<'a>,
+    settings: &RenderSettings,
+) -> ClassState<'a> {
     let Some(config) = index.gateway_configs().lookup(config_key) else {
         return ClassState::Invalid(class, RenderError::missing_gateway_config(&config_key));
     };
@@ -65,7 +94,9 @@ pub(crate) fn is_ours(index: &Index, name: &str, settings: &RenderSettings) -> b
     !matches!(resolve(index, name, settings), ClassState::NotOurs)
 }
 
-/// The status of a class of ours (`None` for classes that are not ours: they get no status).
+/// The status of a class of ours (`None` for classes that are not ours: they get no status),
+/// with the features it supports published in the same write as its `Accepted` condition,
+/// valid or not (GEP-2162 wants them there before `Accepted=True`).
 pub(crate) fn status(state: &ClassState<'_>, settings: &RenderSettings, now: &Time) -> Option<GatewayClassStatus> {
     let (class, condition) = match state {
         ClassState::NotOurs => return None,
@@ -84,5 +115,6 @@ pub(crate) fn status(state: &ClassState<'_>, settings: &RenderSettings, now: &Ti
     let mut conds = status.conditions.take().unwrap_or_default();
     conditions::set(&mut conds, conditions::build("Accepted", s, reason, message, class.metadata.generation, now));
     status.conditions = Some(conds);
+    status.supported_features = Some(features::supported(settings));
     Some(status)
 }

@@ -1,6 +1,7 @@
 //! The managed dataplane of a Gateway (spec §3.12), a Deployment or a DaemonSet as its Dataplane's
 //! `dataplaneResource` says: desired state for server-side apply, with the Dataplane's overrides.
 
+use super::infrastructure::{self, owned_key};
 use super::owner::gateway_owner;
 use super::settings::RenderSettings;
 use crate::index::ObjectKey;
@@ -120,24 +121,30 @@ struct Workload {
 fn workload(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSettings) -> Workload {
     let spec = &dp.spec;
     let related = key.to_string();
+    // The object's name and the labels naming it: the Gateway's, shortened past 63 characters.
+    let owned = owned_key(key);
     let gw_labels = gw.metadata.labels.iter().flatten();
     let mut labels: BTreeMap<String, String> =
         gw_labels.filter(|(k, _)| !settings.label_filter.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    labels.extend(infrastructure::labels(gw));
     labels.extend(entries(&[
         (OWNED_BY_LABEL, OWNED_BY_VALUE),
-        (RELATED_GATEWAY_NAME, &key.name),
+        (RELATED_GATEWAY_NAME, &owned.name),
         (RELATED_GATEWAY_NAMESPACE, &key.namespace),
     ]));
     let mut annotations = gw.metadata.annotations.clone().unwrap_or_default();
+    annotations.extend(infrastructure::annotations(gw));
     annotations.insert(RELATED_GATEWAY_NAME.into(), related.clone());
     annotations.insert(CONTROLLER_NAME.into(), settings.controller_name.clone());
     let mut pod_labels = spec.labels.clone();
+    pod_labels.extend(infrastructure::labels(gw));
     pod_labels.extend(entries(&[
         (APP_LABEL, APP_VALUE),
-        (RELATED_GATEWAY_NAME, &key.name),
+        (RELATED_GATEWAY_NAME, &owned.name),
         (RELATED_GATEWAY_NAMESPACE, &key.namespace),
     ]));
     let mut pod_annotations = spec.annotations.clone();
+    pod_annotations.extend(infrastructure::annotations(gw));
     pod_annotations.insert(RELATED_GATEWAY_NAME.into(), related);
     let requirement = |k: &str, v: &str| LabelSelectorRequirement {
         key: k.into(),
@@ -146,7 +153,7 @@ fn workload(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSett
     };
     Workload {
         metadata: ObjectMeta {
-            name: Some(key.name.to_string()),
+            name: Some(owned.name.to_string()),
             namespace: Some(key.namespace.to_string()),
             labels: Some(labels),
             annotations: Some(annotations),
@@ -156,7 +163,7 @@ fn workload(key: &ObjectKey, gw: &Gateway, dp: &Dataplane, settings: &RenderSett
         selector: LabelSelector {
             match_expressions: Some(vec![
                 requirement(APP_LABEL, APP_VALUE),
-                requirement(RELATED_GATEWAY_NAME, &key.name),
+                requirement(RELATED_GATEWAY_NAME, &owned.name),
                 requirement(RELATED_GATEWAY_NAMESPACE, &key.namespace),
             ]),
             match_labels: None,

@@ -17,6 +17,12 @@ pub enum Reason {
     NoRuleFound,
     ExternalAuthCredentialsNotFound,
     MissingGatewayConfig,
+    /// A GatewayClass of ours whose `parametersRef` names no GatewayConfig (missing, another
+    /// group or kind, no namespace or name).
+    InvalidParametersRef,
+    /// A Gateway whose `spec.infrastructure.parametersRef` names something other than a
+    /// GatewayConfig of its namespace, or one that does not exist.
+    InvalidGatewayParameters,
     /// A stunner validation failure; the text is the dataplane's own.
     Validation,
     /// The operator is exiting with `--enable-finalizer`: every class is invalidated.
@@ -46,6 +52,12 @@ impl Reason {
             Reason::InvalidDataplane => "missing Dataplane resource for Gateway",
             Reason::NoRuleFound => "no rules found in route",
             Reason::OperatorShutdown => "Operator unavailable after graceful shutdown",
+            Reason::InvalidGatewayParameters => {
+                "spec.infrastructure.parametersRef must name an existing GatewayConfig (group stunner.l7mp.io) of the Gateway's namespace"
+            }
+            Reason::InvalidParametersRef => {
+                "parametersRef must name a GatewayConfig (group stunner.l7mp.io) by namespace and name"
+            }
             Reason::ExternalAuthCredentialsNotFound => "missing or invalid external authentication credentials",
             Reason::InvalidProtocol => "invalid protocol",
             Reason::InvalidCertificateRef => "invalid certificate reference",

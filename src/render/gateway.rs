@@ -7,10 +7,11 @@ use super::class::ReadyClass;
 use super::cluster;
 use super::error::{Reason, RenderError};
 use super::listener;
+use super::listener_status::{self, ListenerOutcome, ListenerReport};
 use super::relay;
 use super::service::{self, GatewayServices};
 use super::settings::RenderSettings;
-use super::status::{self, ListenerOutcome, Programming};
+use super::status::{self, Programming};
 use crate::config::{ClusterConfig, ListenerConfig};
 use crate::index::{Index, ObjRefView, ObjectKey};
 use gateway_api::gateways::{Gateway, GatewayStatus};
@@ -55,31 +56,34 @@ pub(crate) fn render<'a>(
     let mut refused = None;
     for (i, l) in gw.spec.listeners.iter().enumerate() {
         let attached = listener_routes(index, gw, l, &routes);
-        if conflicts[i] {
-            statuses.push(status::listener(gw, &l.name, ListenerOutcome::Conflicted, attached.len(), now));
-            continue;
-        }
         let rendered =
             listener::protocol(&l.protocol).and_then(|proto| Ok((proto, listener::certificate(index, gw, l, proto)?)));
-        let (proto, cert) = match rendered {
-            Ok(r) => r,
+        let outcome = match &rendered {
+            Ok(_) => ListenerOutcome::Accepted,
             Err(e) => {
                 if e.reason == Reason::RefNotPermitted && refused.is_none() {
                     refused = Some(format!("listener {} left out of the dataplane configuration: {e}", l.name));
                 }
-                statuses.push(status::listener(gw, &l.name, ListenerOutcome::of_error(&e), 0, now));
-                continue;
+                ListenerOutcome::of_error(e)
             }
         };
-        let target_port = services.target_ports.get(&l.name).copied();
+        let report = ListenerReport {
+            outcome,
+            conflicted: conflicts[i],
+            kinds: listener::route_kinds(l),
+            // A route is listed once per parentRef the listener accepts: count it once.
+            attached: attached.chunk_by(|a, b| a == b).count(),
+        };
+        let mut listener_status = listener_status::gateway_listener(gw, &l.name, &report, now);
         let public = addresses[i].as_ref();
-        let (cert, tls_key) = cert.unwrap_or_default();
-        let mut listener_status = status::listener(gw, &l.name, ListenerOutcome::Accepted, attached.len(), now);
         // With two Services, which one a listener is reached through is not obvious.
         if per_protocol && let Some(a) = public {
-            status::address_source(&mut listener_status, &key.namespace, &a.service);
+            listener_status::address_source(&mut listener_status, &key.namespace, &a.service);
         }
         statuses.push(listener_status);
+        let Some((proto, cert)) = rendered.ok().filter(|_| report.programmed()) else { continue };
+        let target_port = services.target_ports.get(&l.name).copied();
+        let (cert, tls_key) = cert.unwrap_or_default();
         listeners.push(ListenerConfig {
             name: format!("{key}/{}", l.name),
             protocol: proto.into(),
@@ -105,7 +109,15 @@ pub(crate) fn render<'a>(
 
 /// The status of an invalidated Gateway: not accepted, every listener pending.
 pub(crate) fn invalid_status(gw: &Gateway, err: &RenderError, settings: &RenderSettings, now: &Time) -> GatewayStatus {
-    let listeners = gw.spec.listeners.iter().map(|l| status::listener(gw, &l.name, ListenerOutcome::Pending, 0, now));
+    let listeners = gw.spec.listeners.iter().map(|l| {
+        let report = ListenerReport {
+            outcome: ListenerOutcome::Pending,
+            conflicted: false,
+            kinds: listener::route_kinds(l),
+            attached: 0,
+        };
+        listener_status::gateway_listener(gw, &l.name, &report, now)
+    });
     status::gateway(gw, Err(err), listeners.collect(), settings, now)
 }
 

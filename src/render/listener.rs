@@ -2,7 +2,7 @@
 
 use super::error::{Reason, RenderError};
 use crate::config::listener_protocol;
-use crate::index::{Index, Kind, ObjRef, ObjectKey};
+use crate::index::{GATEWAY_API_GROUP, Index, Kind, ObjRef, ObjectKey, group_kind};
 use base64::Engine;
 use gateway_api::gateways::{Gateway, GatewayListeners, GatewayListenersTlsMode};
 
@@ -27,22 +27,60 @@ pub(crate) fn service_protocol(raw: &str) -> Option<&'static str> {
     }
 }
 
-/// Which listeners lose a port conflict: a later listener on a port already used in the same
-/// port space (UDP-like or TCP-like). As upstream, only the exact upper-case protocol names are
-/// tracked, so lowercase and unknown protocols never conflict.
+/// Which listeners are conflicted: every listener on a port that another listener of the same
+/// port space (UDP-like or TCP-like) uses too, whatever their protocol names' case. TURN
+/// tells sessions apart by nothing but the port, so none of them is served (GEP-2644/2645:
+/// both are marked, no traffic is routed through either). Listeners of unknown protocols
+/// take no port and conflict with none.
 pub(crate) fn conflicts(listeners: &[GatewayListeners]) -> Vec<bool> {
-    let mut used = std::collections::BTreeSet::new();
-    listeners
-        .iter()
-        .map(|l| {
-            let space = match l.protocol.as_str() {
-                "UDP" | "DTLS" | "TURN-UDP" | "TURN-DTLS" => "udp",
-                "TCP" | "TLS" | "TURN-TCP" | "TURN-TLS" => "tcp",
-                _ => return false,
-            };
-            !used.insert((space, l.port))
-        })
-        .collect()
+    let space = |l: &GatewayListeners| Some((service_protocol(&l.protocol)?, l.port));
+    let mut users = std::collections::BTreeMap::new();
+    for key in listeners.iter().filter_map(space) {
+        *users.entry(key).or_insert(0usize) += 1;
+    }
+    listeners.iter().map(|l| space(l).is_some_and(|k| users[&k] > 1)).collect()
+}
+
+/// The route kinds a listener of a valid protocol can take, in `supportedKinds` order: UDPRoutes
+/// everywhere (TURN relays UDP over every client transport), TCPRoutes on TCP-like listeners
+/// only (RFC 6062 makes TCP allocations only over a TCP or TLS client connection).
+fn protocol_kinds(l: &GatewayListeners) -> &'static [Kind] {
+    const TCP_LIKE: [Kind; 3] = [Kind::GatewayTcpRoute, Kind::GatewayUdpRoute, Kind::UdpRoute];
+    match service_protocol(&l.protocol) {
+        Some("TCP") => &TCP_LIKE,
+        Some(_) => &TCP_LIKE[1..],
+        None => &[],
+    }
+}
+
+/// A listener's `allowedRoutes.kinds` (the group defaults to the Gateway API's).
+fn listed_kinds(l: &GatewayListeners) -> impl Iterator<Item = (&str, &str)> {
+    let listed = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()).unwrap_or_default();
+    listed.iter().map(|k| (k.group.as_deref().unwrap_or(GATEWAY_API_GROUP), k.kind.as_str()))
+}
+
+/// Whether listener `l` takes routes of `kind`: its protocol's kinds, narrowed to those it
+/// lists in `allowedRoutes.kinds` when it lists any.
+pub(crate) fn takes(l: &GatewayListeners, kind: Kind) -> bool {
+    let listed = |gk| listed_kinds(l).any(|k| Some(k) == gk);
+    protocol_kinds(l).contains(&kind) && (listed_kinds(l).next().is_none() || listed(group_kind(kind)))
+}
+
+/// The route kinds of a listener, as its status shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RouteKinds {
+    /// The kinds it takes, as [`takes`] says (`supportedKinds`): none for an unknown protocol.
+    pub(crate) supported: Vec<Kind>,
+    /// The `allowedRoutes.kinds` it cannot take, as `group/kind` (`ResolvedRefs=False`,
+    /// `InvalidRouteKinds`).
+    pub(crate) invalid: Vec<String>,
+}
+
+pub(crate) fn route_kinds(l: &GatewayListeners) -> RouteKinds {
+    let supported = protocol_kinds(l).iter().copied().filter(|k| takes(l, *k)).collect();
+    let supports = |gk: (&str, &str)| protocol_kinds(l).iter().any(|k| group_kind(*k) == Some(gk));
+    let invalid = listed_kinds(l).filter(|gk| !supports(*gk)).map(|(g, k)| format!("{g}/{k}")).collect();
+    RouteKinds { supported, invalid }
 }
 
 /// The base64 certificate and key of a TURN-TLS/TURN-DTLS listener: `None` when the listener
@@ -105,9 +143,41 @@ mod tests {
     }
 
     #[test]
-    fn conflicts_only_on_exact_names_per_port_space() {
+    fn every_listener_sharing_a_port_of_its_port_space_conflicts() {
         let l = |p: &str, port| GatewayListeners { name: p.into(), protocol: p.into(), port, ..Default::default() };
-        let ls = [l("UDP", 1), l("TURN-UDP", 1), l("TCP", 1), l("udp", 1), l("TURN-DTLS", 1), l("TLS", 2)];
-        assert_eq!(conflicts(&ls), [false, true, false, false, true, false]);
+        let ls =
+            [l("UDP", 1), l("TURN-UDP", 1), l("TCP", 1), l("udp", 3), l("TURN-DTLS", 2), l("HTTP", 2), l("dtls", 3)];
+        assert_eq!(conflicts(&ls), [true, true, false, true, false, false, true]);
+    }
+
+    #[test]
+    fn route_kinds_follow_the_protocol_and_the_listed_kinds() {
+        use gateway_api::gateways::{GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesKinds};
+        let l = |p: &str, kinds: &[(Option<&str>, &str)]| GatewayListeners {
+            protocol: p.into(),
+            allowed_routes: (!kinds.is_empty()).then(|| GatewayListenersAllowedRoutes {
+                kinds: Some(
+                    kinds
+                        .iter()
+                        .map(|(g, k)| GatewayListenersAllowedRoutesKinds {
+                            group: g.map(Into::into),
+                            kind: (*k).into(),
+                        })
+                        .collect(),
+                ),
+                namespaces: None,
+            }),
+            ..Default::default()
+        };
+        let udp = [Kind::GatewayUdpRoute, Kind::UdpRoute];
+        assert_eq!(route_kinds(&l("TURN-UDP", &[])), RouteKinds { supported: udp.into(), invalid: vec![] });
+        let tcp = route_kinds(&l("TURN-TLS", &[]));
+        assert_eq!(tcp.supported, [Kind::GatewayTcpRoute, Kind::GatewayUdpRoute, Kind::UdpRoute]);
+        let listed = route_kinds(&l("TURN-UDP", &[(None, "TCPRoute"), (Some("stunner.l7mp.io"), "UDPRoute")]));
+        assert_eq!(listed.supported, [Kind::UdpRoute]);
+        assert_eq!(listed.invalid, ["gateway.networking.k8s.io/TCPRoute"]);
+        let http = route_kinds(&l("HTTP", &[(None, "HTTPRoute")]));
+        assert_eq!((http.supported.len(), http.invalid.len()), (0, 1));
+        assert!(!takes(&l("HTTP", &[]), Kind::UdpRoute));
     }
 }

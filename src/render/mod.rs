@@ -14,9 +14,12 @@ mod cluster;
 mod conditions;
 mod deployment;
 mod error;
+mod features;
 mod gateway;
+mod infrastructure;
 mod legacy;
 mod listener;
+mod listener_status;
 mod owner;
 mod relay;
 mod serialized;
@@ -26,12 +29,15 @@ mod status;
 mod switch;
 
 pub use error::{Reason, RenderError};
+pub use infrastructure::owned_key;
 pub use serialized::SerializedStatus;
 pub use service::{parse_port_map, tcp_service_key};
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
 
 use crate::config::{API_VERSION, StunnerConfig};
-use crate::index::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, class_config, parent_gateway};
+use crate::index::{
+    Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, class_config, effective_config, parent_gateway,
+};
 use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE, RELATED_GATEWAY_NAME};
 use crate::resources::UdpRouteStatus;
 use class::ClassState;
@@ -88,11 +94,12 @@ impl GatewayOutput {
     /// Only objects this operator made: the writer deletes by name, and a same-named object
     /// of someone else's must survive, another STUNner operator's dataplane included.
     fn removed(index: &Index, key: &ObjectKey, config: Owned<StunnerConfig>, settings: &RenderSettings) -> Self {
+        let owned = owned_key(key);
         GatewayOutput {
-            service: delete_if_ours(index.services().get(key).map(|s| &s.metadata), settings),
+            service: delete_if_ours(index.services().get(&owned).map(|s| &s.metadata), settings),
             tcp_service: drop_tcp_service(index, key, settings),
-            deployment: delete_if_ours(index.deployments().get(key).map(|d| &d.metadata), settings),
-            daemon_set: delete_if_ours(index.daemon_sets().get(key).map(|d| &d.metadata), settings),
+            deployment: delete_if_ours(index.deployments().get(&owned).map(|d| &d.metadata), settings),
+            daemon_set: delete_if_ours(index.daemon_sets().get(&owned).map(|d| &d.metadata), settings),
             ..Self::gone(config)
         }
     }
@@ -182,9 +189,9 @@ pub struct InvalidConfig {
 }
 
 impl InvalidConfig {
-    /// `e` as a fault of `class`'s GatewayConfig, if it is one.
-    fn of(class: &GatewayClass, e: &RenderError) -> Option<Self> {
-        Some(InvalidConfig { config: class_config(class)?.to_owned(), field: e.field()?, message: e.to_string() })
+    /// `e` as a fault of the GatewayConfig of `config`, if it is one.
+    fn of(config: Option<KeyView<'_>>, e: &RenderError) -> Option<Self> {
+        Some(InvalidConfig { config: config?.to_owned(), field: e.field()?, message: e.to_string() })
     }
 }
 
@@ -245,7 +252,7 @@ pub fn render_each(index: &Index, dirty: &Dirty, settings: &RenderSettings, now:
             for &name in &classes {
                 let rendered = legacy::render_class(index, name, settings, now, &mut rendering.cluster_errors);
                 let class = index.gateway_classes().lookup(KeyView::cluster(name));
-                let invalid = class.zip(rendered.error.as_ref()).and_then(|(c, e)| InvalidConfig::of(c, e));
+                let invalid = rendered.error.as_ref().and_then(|e| InvalidConfig::of(class.and_then(class_config), e));
                 for (key, mut gateway) in rendered.gateways {
                     gateway.invalid_config.clone_from(&invalid);
                     rendered_keys.insert(key.clone());
@@ -325,10 +332,10 @@ fn managed_gateway<'a>(
         return GatewayOutput::removed(index, key, Owned::Delete, settings);
     };
     let withdrawn = |class: &GatewayClass, e: &RenderError| GatewayOutput {
-        invalid_config: InvalidConfig::of(class, e),
+        invalid_config: InvalidConfig::of(effective_config(gw, class), e),
         ..invalidated(index, key, gw, e, settings, now)
     };
-    let ready = match class::resolve(index, &gw.spec.gateway_class_name, settings) {
+    let ready = match class::for_gateway(index, gw, settings) {
         ClassState::NotOurs => return GatewayOutput::removed(index, key, Owned::Delete, settings),
         ClassState::Invalid(class, e) => return withdrawn(class, &e),
         ClassState::Ready(c) => c,

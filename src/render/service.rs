@@ -11,6 +11,7 @@
 //! reachable. `service-per-protocol` splits them over two Services selecting the same
 //! dataplane pods, so one dataplane serves both.
 
+use super::infrastructure::{self, owned_key};
 use super::listener::service_protocol;
 use super::owner::gateway_owner;
 use super::settings::{DataplaneMode, RenderSettings};
@@ -43,7 +44,10 @@ pub(crate) struct GatewayServices {
 /// Where the Gateway `gateway`'s second Service lives with `service-per-protocol`:
 /// `<gateway>-tcp` in its namespace.
 pub fn tcp_service_key(gateway: &ObjectKey) -> ObjectKey {
-    ObjectKey::new(gateway.namespace.clone(), format!("{}{TCP_SERVICE_SUFFIX}", gateway.name))
+    let name = format!("{}{TCP_SERVICE_SUFFIX}", gateway.name);
+    // A Service name is a DNS label: shortened past 63 characters as the Gateway's own objects are.
+    let name = infrastructure::label_value(&name).into_owned();
+    ObjectKey::new(gateway.namespace.clone(), name)
 }
 
 /// Whether a Gateway asks for a Service per protocol: its annotation, else its GatewayConfig's
@@ -142,11 +146,13 @@ pub(crate) fn render(
     if gw.spec.listeners.is_empty() {
         return GatewayServices::default();
     }
-    let stored = index.services().get(key);
+    let owned = owned_key(key);
+    let stored = index.services().get(&owned);
     let gw_annotations = gw.metadata.annotations.as_ref();
     let lb_annotations = &config.spec.load_balancer_service_annotations;
     let mut requested = lb_annotations.clone();
     requested.extend(gw_annotations.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
+    requested.extend(infrastructure::annotations(gw));
     requested.insert(RELATED_GATEWAY_NAME.into(), key.to_string());
     requested.insert(CONTROLLER_NAME.into(), settings.controller_name.clone());
 
@@ -228,12 +234,13 @@ pub(crate) fn render(
     let mut selector = BTreeMap::from([(APP_LABEL.to_string(), APP_VALUE.to_string())]);
     if settings.dataplane_mode == DataplaneMode::Managed {
         selector.insert(RELATED_GATEWAY_NAMESPACE.into(), key.namespace.to_string());
-        selector.insert(RELATED_GATEWAY_NAME.into(), key.name.to_string());
+        selector.insert(RELATED_GATEWAY_NAME.into(), owned.name.to_string());
     }
-    let labels = BTreeMap::from([
+    let mut labels: BTreeMap<String, String> = infrastructure::labels(gw).collect();
+    labels.extend([
         (OWNED_BY_LABEL.to_string(), OWNED_BY_VALUE.to_string()),
         (RELATED_GATEWAY_NAMESPACE.to_string(), key.namespace.to_string()),
-        (RELATED_GATEWAY_NAME.to_string(), key.name.to_string()),
+        (RELATED_GATEWAY_NAME.to_string(), owned.name.to_string()),
     ]);
     // Both Services are alike but for their name and ports: the same selector, labels and
     // annotations (the load balancer's settings hold for each).
@@ -261,7 +268,7 @@ pub(crate) fn render(
             status: None,
         })
     };
-    GatewayServices { service: service(&key.name, ports), tcp_service: service(&tcp_key.name, tcp_ports), target_ports }
+    GatewayServices { service: service(&owned.name, ports), tcp_service: service(&tcp_key.name, tcp_ports), target_ports }
 }
 
 #[cfg(test)]

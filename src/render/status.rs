@@ -9,103 +9,8 @@ use super::error::{Reason, RenderError};
 use super::settings::RenderSettings;
 use crate::index::{Index, KeyView, Kind, parent_gateway};
 use crate::resources::{ParentReference, RouteParentStatus, UdpRouteStatus};
-use gateway_api::gateways::{
-    Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
-};
+use gateway_api::gateways::{Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-
-/// How a listener fared.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ListenerOutcome {
-    Accepted,
-    /// Lost a protocol/port conflict.
-    Conflicted,
-    InvalidProtocol,
-    InvalidCertificate,
-    /// A certificate Secret in another namespace that no ReferenceGrant opens to the
-    /// Gateway; the error's text, which names the reference.
-    CertificateNotPermitted(String),
-    /// The Gateway was invalidated.
-    Pending,
-}
-
-impl ListenerOutcome {
-    pub(crate) fn of_error(e: &RenderError) -> Self {
-        match e.reason {
-            Reason::InvalidProtocol => ListenerOutcome::InvalidProtocol,
-            Reason::InvalidCertificateRef => ListenerOutcome::InvalidCertificate,
-            Reason::RefNotPermitted => ListenerOutcome::CertificateNotPermitted(e.to_string()),
-            _ => ListenerOutcome::Pending,
-        }
-    }
-}
-
-fn supported_kinds() -> Vec<GatewayStatusListenersSupportedKinds> {
-    [crate::index::GATEWAY_API_GROUP, crate::resources::GROUP]
-        .into_iter()
-        .map(|g| GatewayStatusListenersSupportedKinds { group: Some(g.into()), kind: "UDPRoute".into() })
-        .collect()
-}
-
-/// A listener's status, in upstream's condition order: Accepted, Conflicted, ResolvedRefs.
-pub(crate) fn listener(
-    gw: &Gateway,
-    name: &str,
-    outcome: ListenerOutcome,
-    attached: usize,
-    now: &Time,
-) -> GatewayStatusListeners {
-    use ListenerOutcome::*;
-    let g = gw.metadata.generation;
-    let accepted = match &outcome {
-        Accepted | InvalidCertificate | CertificateNotPermitted(_) => {
-            build("Accepted", "True", "Accepted", "listener accepted", g, now)
-        }
-        Conflicted => build("Accepted", "False", "PortUnavailable", "port unavailable", g, now),
-        InvalidProtocol => build("Accepted", "False", "UnsupportedProtocol", "unsupported protocol", g, now),
-        Pending => build("Accepted", "Unknown", "Pending", "pending", g, now),
-    };
-    let conflicted = match &outcome {
-        Conflicted => build(
-            "Conflicted",
-            "True",
-            "ProtocolConflict",
-            "multiple listeners specified with the same Listener port and protocol",
-            g,
-            now,
-        ),
-        _ => build("Conflicted", "False", "NoConflicts", "listener protocol-port available", g, now),
-    };
-    let resolved = match &outcome {
-        InvalidCertificate => build(
-            "ResolvedRefs",
-            "False",
-            "InvalidCertificateRef",
-            "at least one certificate reference failed to be successfully resolved",
-            g,
-            now,
-        ),
-        CertificateNotPermitted(message) => build("ResolvedRefs", "False", "RefNotPermitted", message, g, now),
-        _ => build("ResolvedRefs", "True", "ResolvedRefs", "listener object references sucessfully resolved", g, now),
-    };
-    let mut conditions = vec![accepted, conflicted, resolved];
-    let old = gw.status.as_ref().and_then(|s| s.listeners.as_ref()).and_then(|ls| ls.iter().find(|l| l.name == name));
-    keep_times(old.map(|l| l.conditions.as_slice()).unwrap_or_default(), &mut conditions);
-    GatewayStatusListeners {
-        name: name.into(),
-        attached_routes: attached as i32,
-        conditions,
-        supported_kinds: Some(supported_kinds()),
-    }
-}
-
-/// Says in an accepted listener's `Accepted` condition which Service (`namespace/service`)
-/// its public address and port come from.
-pub(crate) fn address_source(listener: &mut GatewayStatusListeners, namespace: &str, service: &str) {
-    if let Some(accepted) = listener.conditions.iter_mut().find(|c| c.type_ == "Accepted" && c.status == "True") {
-        accepted.message = format!("{}; public address from Service {namespace}/{service}", accepted.message);
-    }
-}
 
 /// What a render made of a Gateway that was not invalidated.
 pub(crate) struct Programming<'a> {
@@ -133,10 +38,13 @@ pub(crate) fn gateway(
         Ok(Programming { addresses: addrs, refused }) => {
             let accepted = match unsupported_address(gw) {
                 Some(message) => build("Accepted", "False", "UnsupportedAddress", message, g, now),
-                None => build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now),
+                None => accepted(&listeners, ctrl, g, now),
             };
+            let none_valid = accepted.status == "False" && accepted.reason == "ListenersNotValid";
             set(&mut conditions, accepted);
-            let programmed = if let Some(refused) = refused {
+            let programmed = if none_valid {
+                build("Programmed", "False", "Invalid", "no listener is valid", g, now)
+            } else if let Some(refused) = refused {
                 build("Programmed", "False", "Invalid", refused, g, now)
             } else if let Some(message) = unusable_address(gw) {
                 build("Programmed", "False", "AddressNotUsable", message, g, now)
@@ -163,7 +71,8 @@ pub(crate) fn gateway(
             }
         }
         Err(e) => {
-            set(&mut conditions, build("Accepted", "False", "Pending", e.to_string(), g, now));
+            let reason = if e.reason == Reason::InvalidGatewayParameters { "InvalidParameters" } else { "Pending" };
+            set(&mut conditions, build("Accepted", "False", reason, e.to_string(), g, now));
             let message = format!("error processing gateway by controller {ctrl}: {e}");
             set(&mut conditions, build("Programmed", "False", "Invalid", message, g, now));
         }
@@ -175,6 +84,21 @@ pub(crate) fn gateway(
         listeners: Some(listeners),
         ..Default::default()
     }
+}
+
+/// A rendered Gateway's `Accepted`: `True` when every listener is accepted, `True` with reason
+/// `ListenersNotValid` when some are not, `False` with it when none is (the Gateway API's
+/// reading since v1.6; upstream says `Accepted` whatever its listeners).
+fn accepted(listeners: &[GatewayStatusListeners], ctrl: &str, g: Option<i64>, now: &Time) -> Condition {
+    let is_accepted =
+        |l: &&GatewayStatusListeners| l.conditions.iter().any(|c| c.type_ == "Accepted" && c.status == "True");
+    let invalid: Vec<&str> = listeners.iter().filter(|l| !is_accepted(l)).map(|l| l.name.as_str()).collect();
+    if invalid.is_empty() {
+        return build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now);
+    }
+    let status = if invalid.len() == listeners.len() { "False" } else { "True" };
+    let message = format!("listeners not valid: {}", invalid.join(", "));
+    build("Accepted", status, "ListenersNotValid", message, g, now)
 }
 
 /// The `Accepted` message of a route hidden by a route of an earlier kind with its name:
@@ -219,13 +143,14 @@ fn same_status_parent(a: &ParentReference, b: &ParentReference) -> bool {
         && a.section_name == b.section_name
 }
 
-/// A route's status. Each parentRef gets an entry from this controller (in spec order); entries
-/// of other controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error`
-/// is the route's backend error; `masked` the kind of route that hides this one, if any. A
-/// parent that is not a Gateway of one of our classes (another controller's, a class without
-/// a usable `parametersRef`, a missing class) "does not exist", as upstream, which only holds
-/// the Gateways of its own valid classes; a parentRef of another group or kind does not name
-/// a Gateway at all, whatever its name (see docs/compatibility.md).
+/// A route's status. Each parentRef gets an entry from this controller (in spec order) unless it
+/// names a Gateway of a class not ours (another controller's, or a missing class): that parent
+/// is the other controller's to report (upstream says it "does not exist"). Entries of other
+/// controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error` is the
+/// route's backend error; `masked` the kind of route that hides this one, if any. A parentRef
+/// naming no stored Gateway, or a `sectionName` no listener of it has, gets `NoMatchingParent`;
+/// a parentRef of another group or kind does not name a Gateway at all, whatever its name (see
+/// docs/compatibility.md).
 pub(crate) fn route(
     index: &Index,
     r: &Route<'_>,
@@ -241,17 +166,24 @@ pub(crate) fn route(
         old.iter().filter(|p| p.controller_name != settings.controller_name).cloned().collect();
     for p in &r.route.spec.parent_refs {
         let id = KeyView::new(p.namespace.as_deref().unwrap_or(ns), &p.name);
-        // Only Gateways of our classes exist as parents: upstream never stores the others.
-        let gw = parent_gateway(ns, p)
-            .and_then(|k| index.gateways().lookup(k))
-            .filter(|gw| class::is_ours(index, &gw.spec.gateway_class_name, settings));
-        let accepted = match gw {
+        let gw = parent_gateway(ns, p).and_then(|k| index.gateways().lookup(k));
+        // Another controller's Gateway (or one of no class yet) is that controller's to report.
+        if gw.is_some_and(|gw| !class::is_ours(index, &gw.spec.gateway_class_name, settings)) {
+            continue;
+        }
+        let no_listener =
+            |gw: &Gateway| p.section_name.as_ref().filter(|s| gw.spec.listeners.iter().all(|l| l.name != **s));
+        let accepted = match (gw, gw.and_then(no_listener)) {
             _ if masked.is_some() => build("Accepted", "False", "Pending", masked_message(r.kind), g, now),
-            None => build("Accepted", "False", "NoMatchingParent", format!("parent {id} does not exist"), g, now),
-            Some(gw) if gw.spec.listeners.iter().any(|l| accepts(index, gw, l, r.kind, ns, p)) => {
+            (None, _) => build("Accepted", "False", "NoMatchingParent", format!("parent {id} does not exist"), g, now),
+            (Some(_), Some(section)) => {
+                let message = format!("parent {id} has no listener {section}");
+                build("Accepted", "False", "NoMatchingParent", message, g, now)
+            }
+            (Some(gw), None) if gw.spec.listeners.iter().any(|l| accepts(index, gw, l, r.kind, ns, p)) => {
                 build("Accepted", "True", "Accepted", format!("parent {id} accepted the route"), g, now)
             }
-            Some(_) => {
+            (Some(_), None) => {
                 build("Accepted", "False", "NotAllowedByListeners", format!("parent {id} rejects the route"), g, now)
             }
         };

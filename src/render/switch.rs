@@ -12,6 +12,7 @@
 use super::Owned;
 use super::adopt::{self, InPlace};
 use super::deployment;
+use super::infrastructure::owned_key;
 use super::settings::RenderSettings;
 use crate::config::StunnerConfig;
 use crate::index::{Index, ObjectKey};
@@ -35,8 +36,9 @@ pub(crate) fn render(
     settings: &RenderSettings,
     config: &StunnerConfig,
 ) -> DataplaneObjects {
-    let held_deployment = index.deployments().get(key);
-    let held_daemon_set = index.daemon_sets().get(key);
+    let owned = owned_key(key);
+    let held_deployment = index.deployments().get(&owned);
+    let held_daemon_set = index.daemon_sets().get(&owned);
     match dp.spec.dataplane_resource.unwrap_or_default() {
         DataplaneResourceType::Deployment => {
             if settings.held_deployments_only && held_deployment.is_none() {

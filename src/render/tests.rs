@@ -548,6 +548,37 @@ fn removing_a_reference_grant_revokes_the_backend() {
     assert_eq!(config(&out, "gw").clusters[0].endpoints, ["10.0.0.1", "10.0.0.9"], "not enforced: as upstream");
 }
 
+/// A GatewayConfig a Gateway names in `spec.infrastructure.parametersRef` is read for that
+/// Gateway alone, and its changes (creation included) re-render that Gateway and no other.
+#[test]
+fn a_gateway_config_named_by_a_gateway_renders_it_and_its_changes_re_render_it() {
+    let tenant = |realm: &str| {
+        let text = format!(
+            "apiVersion: stunner.l7mp.io/v1\nkind: GatewayConfig\nmetadata: {{name: tenant, namespace: ns}}\n\
+             spec: {{realm: {realm}, userName: t, password: tp}}\n"
+        );
+        load(Path::new("tenant.yaml"), &text, Admission::Validated).unwrap().objects.remove(0).1
+    };
+    let mut index = index_of(&BASE.replace(
+        "metadata: {name: gw, namespace: ns}\nspec:\n",
+        "metadata: {name: gw, namespace: ns}\nspec:\n  infrastructure: {parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: tenant}}\n",
+    ));
+    let accepted = |out: &RenderOutput| {
+        let status = out.gateways[&ObjectKey::new("ns", "gw")].status.as_ref().unwrap();
+        status.conditions.as_ref().unwrap()[0].reason.clone()
+    };
+    assert_eq!(accepted(&render_all(&index, &RenderSettings::default(), &now())), "InvalidParameters");
+    let dirty = index.apply(tenant("first"));
+    assert_eq!(dirty.gateways.iter().map(ToString::to_string).collect::<Vec<_>>(), ["ns/gw"]);
+    let out = render(&index, &dirty, &RenderSettings::default(), &now());
+    assert_eq!(accepted(&out), "Accepted");
+    assert_eq!(config(&out, "gw").auth.realm, "first");
+    let dirty = index.apply(tenant("second"));
+    assert_eq!(config(&render(&index, &dirty, &RenderSettings::default(), &now()), "gw").auth.realm, "second");
+    let out = render_all(&index, &RenderSettings::default(), &now());
+    assert_ne!(config(&out, "gw-2").auth.realm, "second", "the class's own Gateways keep its GatewayConfig");
+}
+
 /// A sink that keeps what it is handed, and in which order, refusing anything handed twice.
 #[derive(Default)]
 struct Handed {

@@ -17,7 +17,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use stunner_gateway::index::{Change, Index, Kind, ObjRef, ObjectKey, Resource};
-use stunner_gateway::render::{GatewayOutput, Owned, tcp_service_key};
+use stunner_gateway::render::{GatewayOutput, Owned, owned_key, tcp_service_key};
 
 /// What the operator last applied to each owned object: the fields it owns.
 #[derive(Debug, Default)]
@@ -64,9 +64,10 @@ impl OwnedObjects {
     /// The index changes that applying one Gateway's owned objects amounts to: none once the
     /// index holds them as rendered (and the record of what was applied says so). Reads the
     /// index only, so that a render pass can ask while it goes on and apply the changes after.
-    pub fn changes(&mut self, index: &Index, key: &ObjectKey, gw: &GatewayOutput) -> impl Iterator<Item = Change> {
+    pub fn changes(&mut self, index: &Index, gateway: &ObjectKey, gw: &GatewayOutput) -> impl Iterator<Item = Change> {
+        let key = &owned_key(gateway);
         let service = self.change(index, &gw.service, key);
-        let tcp_service = self.change(index, &gw.tcp_service, &tcp_service_key(key));
+        let tcp_service = self.change(index, &gw.tcp_service, &tcp_service_key(gateway));
         let deployment = self.change(index, &gw.deployment, key);
         let daemon_set = self.change(index, &gw.daemon_set, key);
         [service, tcp_service, deployment, daemon_set].into_iter().flatten()

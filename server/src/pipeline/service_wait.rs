@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use stunner_gateway::config::StunnerConfig;
 use stunner_gateway::index::{Index, ObjectKey};
-use stunner_gateway::render::{Owned, SerializedStatus};
+use stunner_gateway::render::{Owned, SerializedStatus, owned_key};
 use stunner_gateway_k8s::live;
 use tokio::time::Instant;
 
@@ -114,6 +114,6 @@ impl PublicationGate for ServiceWait {
 /// Whether the live Service of `key` already has everything `asked` sets (what the writer
 /// also takes for "already written").
 fn in_place(index: &Index, key: &ObjectKey, asked: &serde_json::Value) -> bool {
-    let live = index.services().get(key).and_then(|s| serde_json::to_value(s).ok());
+    let live = index.services().get(&owned_key(key)).and_then(|s| serde_json::to_value(s).ok());
     live.is_some_and(|live| live::contains(&live, asked))
 }
