@@ -268,7 +268,11 @@ pub(crate) fn render(
             status: None,
         })
     };
-    GatewayServices { service: service(&owned.name, ports), tcp_service: service(&tcp_key.name, tcp_ports), target_ports }
+    GatewayServices {
+        service: service(&owned.name, ports),
+        tcp_service: service(&tcp_key.name, tcp_ports),
+        target_ports,
+    }
 }
 
 #[cfg(test)]
