@@ -3,7 +3,7 @@
 //! `tests/deploytool/build.sh`; `scripts/test` runs it). `DEPLOYTOOL` overrides the binary.
 //!
 //! What is pinned: the objects and names both render, the operator pod (CDS label, args, env),
-//! the optional objects (PDB, ServiceMonitor, PrometheusRule, Grafana dashboard, pprof), one RBAC truth (the chart's ClusterRole
+//! the optional objects (PDB, ServiceMonitor, PodMonitor, PrometheusRules, Grafana dashboards, pprof), one RBAC truth (the chart's ClusterRole
 //! equals the manifests'), RBAC covering every kind `k8s/src/source.rs` watches and
 //! `k8s/src/ops.rs` writes, the CRDs of `deploy/crds`, the default Dataplane of
 //! operator-behavior.md §10.2 with the `stunner` chart's defaults (compared with a copy of
@@ -569,6 +569,107 @@ fn helm_prometheus_rule_and_grafana_dashboard_only_when_enabled() {
     );
 }
 
+/// The name Prometheus gives a pod label in service discovery: `__meta_kubernetes_pod_label_`
+/// and the label's name with every character outside `[a-zA-Z0-9_]` made `_`.
+fn pod_label_meta(label: &str) -> String {
+    let sanitized: String = label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    format!("__meta_kubernetes_pod_label_{sanitized}")
+}
+
+/// The dataplane PodMonitor scrapes what the operator renders (tests/golden/admin-metrics-endpoint:
+/// a Gateway whose Dataplane enables the metrics endpoint): it selects the Deployment's pods,
+/// names the container port that serves the config's `metrics_endpoint`, at its path, and labels
+/// the series as the dataplanes' alerts and dashboard read them (job `stunner-dataplane`, the
+/// gateway label from the pod's related-gateway labels).
+fn check_pod_monitor(pm: &Value) {
+    use stunner_gateway::keys::{RELATED_GATEWAY_NAME, RELATED_GATEWAY_NAMESPACE};
+    assert_eq!(pm["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(pm["spec"]["namespaceSelector"], json!({"any": true}), "Gateways live in any namespace");
+    assert_eq!(pm["spec"]["selector"], dataplane_pod_selector());
+    let golden: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(repo().join("tests/golden/admin-metrics-endpoint/output.yaml")).unwrap(),
+    )
+    .unwrap();
+    let gateway = &golden["gateways"]["testnamespace/gateway-1"];
+    let pod = &gateway["deployment"]["spec"]["template"];
+    let labels = pod["metadata"]["labels"].as_object().unwrap();
+    assert!(selects(&pm["spec"]["selector"]["matchLabels"], labels), "{labels:?}");
+    for e in pm["spec"]["selector"]["matchExpressions"].as_array().unwrap() {
+        assert!(labels.contains_key(e["key"].as_str().unwrap()), "{e} on {labels:?}");
+    }
+    let endpoint = &pm["spec"]["podMetricsEndpoints"][0];
+    let served = gateway["config"]["admin"]["metrics_endpoint"].as_str().unwrap();
+    assert_eq!(served, "http://:8080/metrics");
+    let port = pod["spec"]["containers"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == endpoint["port"])
+        .unwrap_or_else(|| panic!("no container port {} in {pod}", endpoint["port"]));
+    assert_eq!(port["containerPort"], 8080);
+    assert_eq!(endpoint["path"], "/metrics");
+    let relabel = endpoint["relabelings"].as_array().unwrap();
+    assert!(relabel.contains(&json!({"targetLabel": "job", "replacement": "stunner-dataplane"})), "{relabel:?}");
+    let gateway_label = json!({
+        "sourceLabels": [pod_label_meta(RELATED_GATEWAY_NAMESPACE), pod_label_meta(RELATED_GATEWAY_NAME)],
+        "separator": "/",
+        "targetLabel": "gateway",
+    });
+    assert!(relabel.contains(&gateway_label), "{relabel:?}");
+    let chart = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    for (file, selector) in [
+        ("dataplane-alerts.yaml", r#"job="stunner-dataplane""#),
+        ("dataplane-dashboard.json", r#"job=\"stunner-dataplane\""#),
+    ] {
+        assert!(std::fs::read_to_string(chart.join(file)).unwrap().contains(selector), "{file} reads {selector}");
+    }
+}
+
+/// `objs` hold the dataplanes' PrometheusRule (monitoring/dataplane-alerts.yaml) and dashboard
+/// ConfigMap (monitoring/dataplane-dashboard.json) as they are checked; `hint` ends a failure's
+/// message.
+fn assert_ships_the_checked_dataplane_monitoring(objs: &[Value], hint: &str) {
+    let chart = repo().join("deploy/helm/stunner-gateway-operator/monitoring");
+    let read = |file: &str| std::fs::read_to_string(chart.join(file)).unwrap();
+    let rule = find(objs, "PrometheusRule", "stunner-gateway-operator-dataplane");
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    let alerts: Value = serde_yaml_ng::from_str(&read("dataplane-alerts.yaml")).unwrap();
+    assert_eq!(rule["spec"], alerts, "the dataplane PrometheusRule differs from dataplane-alerts.yaml{hint}");
+    let dashboard = find(objs, "ConfigMap", "stunner-dataplane-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped: Value = serde_json::from_str(dashboard["data"]["stunner-dataplane.json"].as_str().unwrap()).unwrap();
+    let checked: Value = serde_json::from_str(&read("dataplane-dashboard.json")).unwrap();
+    assert_eq!(shipped, checked, "the dataplane dashboard ConfigMap differs from dataplane-dashboard.json{hint}");
+}
+
+/// `monitoring.dataplane.enabled`: the PodMonitor; with the alerts' and the dashboard's toggles
+/// also the dataplanes' PrometheusRule and dashboard. None of them by default.
+#[test]
+fn helm_dataplane_monitoring_only_when_enabled() {
+    if !deploytool_built() {
+        return;
+    }
+    let names = ["stunner-dataplane", "stunner-gateway-operator-dataplane", "stunner-dataplane-dashboard"];
+    let dataplane = |o: &Value| names.iter().any(|n| o["metadata"]["name"] == *n);
+    let operator_only = helm(&["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true"]);
+    assert!(!has(&operator_only, "PodMonitor") && !operator_only.iter().any(dataplane));
+    let alone = helm(&["monitoring.dataplane.enabled=true"]);
+    check_pod_monitor(find(&alone, "PodMonitor", "stunner-dataplane"));
+    assert_eq!(alone.iter().filter(|o| dataplane(o)).count(), 1, "the PodMonitor only");
+    let objs = helm(&[
+        "monitoring.dataplane.enabled=true",
+        "monitoring.dataplane.interval=10s",
+        "monitoring.dataplane.labels.release=prometheus",
+        "metrics.prometheusRule.enabled=true",
+        "metrics.grafanaDashboard.enabled=true",
+    ]);
+    let pm = find(&objs, "PodMonitor", "stunner-dataplane");
+    check_pod_monitor(pm);
+    assert_eq!(pm["spec"]["podMetricsEndpoints"][0]["interval"], "10s");
+    assert_eq!(pm["metadata"]["labels"]["release"], "prometheus");
+    assert_ships_the_checked_dataplane_monitoring(&objs, "");
+}
+
 #[test]
 fn helm_pprof_binds_to_loopback_when_enabled() {
     if !deploytool_built() {
@@ -681,7 +782,9 @@ fn kustomize_build() {
 fn every_manifest_names_its_namespace() {
     let mut seen = 0;
     let monitoring = manifests().join("monitoring");
-    for dir in [manifests(), monitoring.join("alerts"), monitoring.join("dashboard"), monitoring] {
+    for dir in
+        [manifests(), monitoring.join("alerts"), monitoring.join("dashboard"), monitoring.join("dataplane"), monitoring]
+    {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -694,13 +797,14 @@ fn every_manifest_names_its_namespace() {
             seen += objs.len();
         }
     }
-    assert!(seen >= 13, "{seen} objects");
+    assert!(seen >= 16, "{seen} objects");
 }
 
 /// The monitoring components on top of the base, each the kustomize side of a chart toggle:
 /// the ServiceMonitor, the alerts (a PrometheusRule whose spec is the chart's
-/// monitoring/alerts.yaml) and the dashboard (a ConfigMap for Grafana's sidecar holding
-/// monitoring/dashboard.json), none of them in the base.
+/// monitoring/alerts.yaml), the dashboard (a ConfigMap for Grafana's sidecar holding
+/// monitoring/dashboard.json) and the dataplanes' (the chart's PodMonitor, their alerts and
+/// dashboard), none of them in the base.
 #[test]
 fn kustomize_monitoring_components() {
     if !deploytool_built() {
@@ -715,7 +819,8 @@ fn kustomize_monitoring_components() {
         dir.join("kustomization.yaml"),
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {base}\ncomponents:\n\
-             - {base}/monitoring\n- {base}/monitoring/alerts\n- {base}/monitoring/dashboard\n"
+             - {base}/monitoring\n- {base}/monitoring/alerts\n- {base}/monitoring/dashboard\n- \
+             {base}/monitoring/dataplane\n"
         ),
     )
     .unwrap();
@@ -728,9 +833,14 @@ fn kustomize_monitoring_components() {
     assert_eq!(sm["spec"]["endpoints"][0]["port"], metrics["spec"]["ports"][0]["name"]);
 
     assert_ships_the_checked_monitoring(&objs, ": run scripts/monitoring-manifests");
+    let pm = find(&objs, "PodMonitor", "stunner-dataplane");
+    check_pod_monitor(pm);
+    let chart = helm(&["monitoring.dataplane.enabled=true"]);
+    assert_eq!(pm["spec"], find(&chart, "PodMonitor", "stunner-dataplane")["spec"], "the chart's PodMonitor");
+    assert_ships_the_checked_dataplane_monitoring(&objs, ": run scripts/monitoring-manifests");
 
     let base = kustomize(&manifests());
-    for kind in ["ServiceMonitor", "PrometheusRule"] {
+    for kind in ["ServiceMonitor", "PrometheusRule", "PodMonitor"] {
         assert!(!has(&base, kind), "no {kind} in the base");
     }
     assert!(!base.iter().any(|o| o["metadata"]["name"] == "stunner-gateway-operator-dashboard"), "nor the dashboard");

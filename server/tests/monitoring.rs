@@ -6,8 +6,9 @@
 //! writer's and the leader election's metrics, which standalone mode never sets, may be empty).
 //! Then an alert is seen pending for a real condition (a dataplane that never applies its
 //! config). The alerts' own firing and not firing is `promtool test rules` on
-//! tests/monitoring/alerts.test.yaml. Without Prometheus the suite skips with a notice; with
-//! `CI` set it fails instead.
+//! tests/monitoring/alerts.test.yaml. The dataplanes' dashboard and alerts are evaluated the
+//! same way against a real stunnerd relaying a TURN allocation. Without Prometheus (or the
+//! tests/interop programs) the suite skips with a notice; with `CI` set it fails instead.
 
 #[path = "support/daemon.rs"]
 mod daemon;
@@ -46,10 +47,17 @@ fn installed(program: &str) -> Option<PathBuf> {
     None
 }
 
-/// Every query of the dashboard's panels, with Grafana's `$__rate_interval` as 1m.
+/// Every query of the operator's dashboard's panels, with Grafana's `$__rate_interval` as 1m.
 fn dashboard_queries() -> Vec<(String, String)> {
-    let dashboard: Value =
-        serde_json::from_str(&std::fs::read_to_string(monitoring().join("dashboard.json")).unwrap()).unwrap();
+    let queries = queries_of("dashboard.json");
+    assert!(queries.len() >= 20, "the dashboard's queries were read: {}", queries.len());
+    queries
+}
+
+/// Every query of the panels of the chart's dashboard `file`: the panel's title and the query,
+/// with Grafana's `$__rate_interval` as 1m.
+fn queries_of(file: &str) -> Vec<(String, String)> {
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(monitoring().join(file)).unwrap()).unwrap();
     let mut queries = Vec::new();
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().into_iter().flatten() {
@@ -57,21 +65,30 @@ fn dashboard_queries() -> Vec<(String, String)> {
             queries.push((panel["title"].as_str().unwrap().to_string(), expr));
         }
     }
-    assert!(queries.len() >= 20, "the dashboard's queries were read: {}", queries.len());
     queries
 }
 
-/// Every alert: its name and expression.
-fn alerts() -> Vec<(String, String)> {
-    let rules: Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(monitoring().join("alerts.yaml")).unwrap()).unwrap();
-    let alerts: Vec<_> = rules["groups"]
+/// Every alert of the chart's rule file `file`: its name and expression.
+fn rules_of(file: &str) -> Vec<(String, String)> {
+    let rules: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(monitoring().join(file)).unwrap()).unwrap();
+    rules["groups"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|g| g["rules"].as_array().unwrap())
         .map(|r| (r["alert"].as_str().unwrap().to_string(), r["expr"].as_str().unwrap().trim().to_string()))
-        .collect();
+        .collect()
+}
+
+/// The names of the alerts of the chart's rule file `file`.
+fn rule_names(file: &str) -> Vec<String> {
+    rules_of(file).into_iter().map(|(alert, _)| alert).collect()
+}
+
+/// Every alert of the operator (alerts.yaml): its name and expression. The dataplanes'
+/// (dataplane-alerts.yaml) need a stunnerd's metrics, which this suite does not scrape.
+fn alerts() -> Vec<(String, String)> {
+    let alerts = rules_of("alerts.yaml");
     assert_eq!(alerts.len(), 7);
     alerts
 }
@@ -102,15 +119,22 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    /// Prometheus scraping `target` every second, with the operator's alerts loaded.
+    /// Prometheus scraping the operator at `target` every second, with its alerts loaded.
     async fn start(binary: &Path, target: &str, port: u16) -> Prometheus {
-        let dir = std::env::temp_dir().join(format!("monitoring-prometheus-{}", std::process::id()));
+        let scrape =
+            format!("  - job_name: stunner-gateway-operator\n    static_configs:\n      - targets: ['{target}']\n");
+        Prometheus::start_with(binary, &scrape, "alerts.yaml", port).await
+    }
+
+    /// Prometheus with the chart's rule file `rules` loaded and `scrape` (YAML items of
+    /// `scrape_configs`), scraping and evaluating every second.
+    async fn start_with(binary: &Path, scrape: &str, rules: &str, port: u16) -> Prometheus {
+        let dir = std::env::temp_dir().join(format!("monitoring-prometheus-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: \
-             stunner-gateway-operator\n    static_configs:\n      - targets: ['{target}']\n",
-            monitoring().join("alerts.yaml").display()
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n{scrape}",
+            monitoring().join(rules).display()
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let addr = format!("127.0.0.1:{port}");
@@ -161,6 +185,7 @@ fn promtool_unit_tests_every_alert() {
     let check = std::process::Command::new(&promtool)
         .args(["check", "rules"])
         .arg(monitoring().join("alerts.yaml"))
+        .arg(monitoring().join("dataplane-alerts.yaml"))
         .output()
         .unwrap();
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
@@ -173,7 +198,9 @@ fn promtool_unit_tests_every_alert() {
     assert!(test.status.success() && out.contains("SUCCESS"), "{out}{}", String::from_utf8_lossy(&test.stderr));
     // Every alert has a unit test.
     let tests = std::fs::read_to_string(repo.join("tests/monitoring/alerts.test.yaml")).unwrap();
-    for (alert, _) in alerts() {
+    let dataplane = rule_names("dataplane-alerts.yaml");
+    assert_eq!(dataplane.len(), 4);
+    for alert in alerts().into_iter().map(|(alert, _)| alert).chain(dataplane) {
         assert!(tests.contains(&format!("alertname: {alert}")), "no promtool test of {alert}");
     }
 }
@@ -272,4 +299,149 @@ async fn silent_dataplane(addr: &str) -> impl Sized {
     let requests = futures_util::StreamExt::chain(futures_util::stream::iter([first]), futures_util::stream::pending());
     let mut client = ConfigDiscoveryClient::new(channel);
     client.watch(requests).await.expect("watch accepted").into_inner()
+}
+
+fn interop_bin(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/bin").join(name)
+}
+
+/// The Gateway the dataplane test's stunnerd stands for: its listener and cluster are named as
+/// the operator names them, and Prometheus labels its series as the chart's PodMonitor does.
+const GATEWAY: &str = "monitoring/udp-gateway";
+
+/// The dataplanes' dashboard and alerts against a real dataplane: upstream's stunnerd
+/// (tests/interop, the release the default Dataplane runs) relays a TURN allocation held by
+/// turnprobe to a UDP echo peer, all on loopback, with its metrics endpoint on, and Prometheus
+/// scrapes it with the labels the chart's PodMonitor sets (job `stunner-dataplane`, `gateway`;
+/// tests/deploy.rs checks the PodMonitor sets them). While the allocation relays, every panel's
+/// query (with `$gateway` this Gateway) must read metrics stunnerd exports and return series,
+/// the Gateway variable must list it, and of the alerts (all evaluated healthy) none may hold,
+/// although the allocation and the scrape they watch are seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_evaluates_the_dataplane_dashboard_against_a_relaying_stunnerd() {
+    let Some(prometheus) = installed("prometheus") else { return };
+    let how = "run tests/interop/build.sh (scripts/test does)";
+    let (Some(stunnerd), Some(turnprobe)) =
+        (external::built(interop_bin("stunnerd"), how), external::built(interop_bin("turnprobe"), how))
+    else {
+        return;
+    };
+    let [metrics_port, turn_port, prometheus_port] = ports::free_ports(3)[..] else { unreachable!() };
+    let peer = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let peer_addr = peer.local_addr().unwrap();
+    let echo = tokio::spawn(async move {
+        let mut buf = vec![0; 2048];
+        while let Ok((n, from)) = peer.recv_from(&mut buf).await {
+            let _ = peer.send_to(&buf[..n], from).await;
+        }
+    });
+
+    // stunnerd from a config file as the operator would render it for GATEWAY (no health
+    // check: it would bind the fixed :8086 other suites use).
+    let dir = std::env::temp_dir().join(format!("monitoring-stunnerd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("stunnerd.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: v1\nadmin:\n  name: {GATEWAY}\n  loglevel: all:WARN\n  metrics_endpoint: \
+             http://127.0.0.1:{metrics_port}/metrics\n  healthcheck_endpoint: \"\"\nauth:\n  type: static\n  realm: \
+             stunner.l7mp.io\n  credentials: {{username: user, password: pass}}\nlisteners:\n  - name: \
+             {GATEWAY}/udp-listener\n    protocol: TURN-UDP\n    address: 127.0.0.1\n    port: {turn_port}\n    \
+             routes: [monitoring/echo]\nclusters:\n  - name: monitoring/echo\n    type: STATIC\n    endpoints: \
+             [\"127.0.0.1\"]\n"
+        ),
+    )
+    .unwrap();
+    let _stunnerd = tokio::process::Command::new(&stunnerd)
+        .arg("-c")
+        .arg(format!("file://{}", config.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    eventually("stunnerd serves its metrics", LIMIT, async || {
+        tokio::net::TcpStream::connect(&metrics).await.is_ok() && http_get(&metrics, "/metrics").await.0 == 200
+    })
+    .await;
+
+    // An allocation that relays a datagram every 50 ms until its stdin closes.
+    let mut probe = tokio::process::Command::new(&turnprobe)
+        .args(["-hold", "-user", "user", "-password", "pass", "-timeout", "120s"])
+        .arg(format!("-server=127.0.0.1:{turn_port}"))
+        .arg(format!("-peer={peer_addr}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdin = probe.stdin.take().unwrap();
+
+    let scrape = format!(
+        "  - job_name: stunner-dataplane\n    static_configs:\n      - targets: ['{metrics}']\n        labels: \
+         {{gateway: '{GATEWAY}', namespace: monitoring, pod: udp-gateway-0}}\n"
+    );
+    let p = Prometheus::start_with(&prometheus, &scrape, "dataplane-alerts.yaml", prometheus_port).await;
+    let on_gateway = format!("{{gateway=\"{GATEWAY}\"}}");
+    eventually("Prometheus sees the allocation relay", LIMIT, async || {
+        !p.query(&format!("stunner_allocations_active{on_gateway} > 0")).await.is_empty()
+            && !p.query(&format!("rate(stunner_cluster_bytes_total{on_gateway}[1m]) > 0")).await.is_empty()
+            && p.query("count_over_time(up{job=\"stunner-dataplane\"}[1m]) >= 3").await.len() == 1
+    })
+    .await;
+
+    let (_, exposition) = http_get(&metrics, "/metrics").await;
+    let queries = queries_of("dataplane-dashboard.json");
+    assert!(queries.len() >= 8, "the dataplane dashboard's queries were read: {}", queries.len());
+    for (title, expr) in queries {
+        let expr = expr.replace("$gateway", GATEWAY);
+        let names: Vec<&str> = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("stunner_"))
+            .collect();
+        for name in names {
+            assert!(exported(&exposition, name), "panel {title:?}: stunnerd does not export {name}");
+        }
+        assert!(!p.query(&expr).await.is_empty(), "panel {title:?}: no series for {expr}");
+    }
+    let encoded: String = form_urlencoded::byte_serialize(b"up{job=\"stunner-dataplane\"}").collect();
+    assert_eq!(
+        p.api(&format!("/api/v1/label/gateway/values?match[]={encoded}")).await,
+        Value::from(vec![GATEWAY]),
+        "the dashboard's Gateway variable"
+    );
+
+    // The alerts: the allocation and the scrape are seen, and nothing holds.
+    let alerts = rules_of("dataplane-alerts.yaml");
+    for (alert, expr) in &alerts {
+        assert!(p.query(expr).await.is_empty(), "alert {alert} holds on a relaying dataplane: {expr}");
+    }
+    for seen in [
+        "sum by (gateway) (stunner_allocations_active{job=\"stunner-dataplane\"}) > 0",
+        "up{job=\"stunner-dataplane\"} == 1",
+    ] {
+        assert!(!p.query(seen).await.is_empty(), "{seen}");
+    }
+    eventually("Prometheus has evaluated every dataplane rule", LIMIT, async || {
+        let groups = p.api("/api/v1/rules").await;
+        let rules: Vec<Value> =
+            groups["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap().clone()).collect();
+        rules.len() == alerts.len()
+            && rules.iter().all(|r| r["health"] == "ok" && r["lastEvaluation"] != "0001-01-01T00:00:00Z")
+    })
+    .await;
+    assert_eq!(p.api("/api/v1/alerts").await["alerts"], Value::Array(vec![]));
+
+    // The allocation ends cleanly: turnprobe reports that it relayed.
+    drop(stdin);
+    let out = tokio::time::timeout(LIMIT, probe.wait_with_output()).await.expect("turnprobe ends").unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    let last: Value = serde_json::from_str(report.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("turnprobe's report: {e}: {report}{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(last["ok"], true, "{report}");
+    echo.abort();
+    let _ = std::fs::remove_dir_all(&dir);
 }
