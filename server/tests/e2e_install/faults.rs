@@ -127,10 +127,17 @@ impl Watched {
     }
 }
 
-/// The stunnerd pods' identities once their Deployment is Available.
+/// The stunnerd pods' identities once every one is Ready. After the API server was away
+/// longer than the node monitor's grace period, the controller manager marks the node's pods
+/// not Ready until the kubelet reports again: the pods run on, but only Ready ones count.
 async fn settled_dataplane(client: &Client) -> BTreeSet<(String, i32)> {
-    wait_available(client, GATEWAY_NS, "udp-gateway").await;
-    dataplane_identity(client).await
+    let deployment = wait_available(client, GATEWAY_NS, "udp-gateway").await;
+    let replicas = deployment.spec.and_then(|s| s.replicas).unwrap_or(1) as usize;
+    wait_for("every stunnerd pod Ready", || async move {
+        let ids = dataplane_identity(client).await;
+        (ids.len() == replicas).then_some(ids)
+    })
+    .await
 }
 
 /// Watches the Gateway's config through the CDS Service as a dataplane does, reconnecting
