@@ -15,6 +15,9 @@ mod node;
 #[path = "../../tests/support/registry.rs"]
 mod registry;
 
+#[path = "e2e_install/faults.rs"]
+mod faults;
+
 use e2e::{TIMEOUT, apply_yaml, get, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -291,7 +294,19 @@ fn turn_probe(server: SocketAddr, user: &str, password: &str, peer: SocketAddr) 
 
 /// Retries the probe (bounded) until it succeeds: a change takes a moment to reach stunnerd.
 async fn turn_relays(node: &Node, server: SocketAddr, user: &str, password: &str, peer: SocketAddr) -> Value {
-    let deadline = Instant::now() + TIMEOUT;
+    turn_relays_within(node, server, user, password, peer, TIMEOUT).await
+}
+
+/// [`turn_relays`], retried for up to `bound`.
+async fn turn_relays_within(
+    node: &Node,
+    server: SocketAddr,
+    user: &str,
+    password: &str,
+    peer: SocketAddr,
+    bound: Duration,
+) -> Value {
+    let deadline = Instant::now() + bound;
     loop {
         let v = tokio::task::block_in_place(|| turn_probe(server, user, password, peer));
         if v["ok"] == true {
@@ -1173,17 +1188,18 @@ async fn next_field_kept(client: &Client) -> Option<String> {
 }
 
 /// A TURN allocation held open through the NodePort by `turnprobe --hold`, relaying a datagram
-/// every 200 ms until [`HeldAllocation::end`].
+/// every `interval` until [`HeldAllocation::end`].
 struct HeldAllocation {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl HeldAllocation {
-    fn start(server: SocketAddr, password: &str, peer: SocketAddr) -> HeldAllocation {
+    fn start(server: SocketAddr, password: &str, peer: SocketAddr, interval: Duration) -> HeldAllocation {
         let mut child = Command::new(tool("tests/interop/bin/turnprobe"))
             .args(["--server", &server.to_string(), "--user", USER, "--password", password])
-            .args(["--peer", &peer.to_string(), "--hold", "--interval", "200ms", "--timeout", "15m"])
+            .args(["--peer", &peer.to_string(), "--hold", "--interval", &format!("{}ms", interval.as_millis())])
+            .args(["--timeout", "15m"])
             .args(["--local", &SocketAddr::new(server.ip(), 0).to_string()])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -1288,7 +1304,7 @@ async fn helm_upgrade_brings_changed_crds_and_a_scaled_down_dataplane_drains() {
     turn_relays(&node, turn, USER, "pass-1", echo).await;
 
     // The call: relayed through pod A (whichever the Service picked).
-    let held = HeldAllocation::start(turn, "pass-1", echo);
+    let held = HeldAllocation::start(turn, "pass-1", echo, Duration::from_millis(200));
     let relay = held.next("relay address");
     let relay_ip = relay["relay"].as_str().and_then(|r| r.rsplit_once(':')).map(|(ip, _)| ip.to_string());
     let relay_ip = relay_ip.unwrap_or_else(|| panic!("a relay address: {relay}"));

@@ -121,30 +121,5 @@ async fn node_runs_pods_with_cluster_dns_and_node_ports_and_leaves_nothing_behin
     assert!(log.contains("udp-echo: listening"), "the pod's log through kubelet: {log}");
 
     assert!(node.stop(), "the node exited cleanly\n{}", node.log_tails());
-    assert_machine_clean();
-}
-
-/// Nothing of the node is left: no bridge, no KUBE-/CNI- chain, no mount or process under
-/// its state directory.
-fn assert_machine_clean() {
-    assert!(!std::path::Path::new("/sys/class/net/stnr-test0").exists(), "the node's bridge is gone");
-    for table in ["filter", "nat", "mangle"] {
-        let out = std::process::Command::new("iptables").args(["-w", "-t", table, "-S"]).output().unwrap();
-        let rules = String::from_utf8_lossy(&out.stdout);
-        let left: Vec<&str> =
-            rules.lines().filter(|l| l.contains("KUBE-") || l.contains("CNI-") || l.contains("STUNNER-TEST")).collect();
-        assert!(left.is_empty(), "iptables -t {table}: rules left: {left:#?}");
-    }
-    let state = std::env::temp_dir().join("stunner-test-node");
-    let state = state.to_str().unwrap();
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let left: Vec<&str> = mounts.lines().filter(|l| l.contains(state)).collect();
-    assert!(left.is_empty(), "mounts left: {left:#?}");
-    assert!(!std::path::Path::new(state).exists(), "{state} removed");
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            assert!(!cmdline.contains(state), "process {:?} left: {cmdline}", entry.file_name());
-        }
-    }
+    node::assert_machine_clean();
 }

@@ -314,8 +314,13 @@ func stopSignals() <-chan string {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		stop <- "stdin closed"
 	}()
+	notifyStopSignals(stop)
+	return stop
+}
+
+// notifyStopSignals sends the first SIGINT or SIGTERM on stop.
+func notifyStopSignals(stop chan<- string) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() { s := <-sigs; stop <- "signal " + s.String() }()
-	return stop
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -22,7 +23,8 @@ import (
 // kube-apiserver in this process; containerd, kube-controller-manager, kube-scheduler,
 // kubelet and kube-proxy as child processes; CoreDNS as a Deployment), with the same
 // protocol as the apiserver mode: "READY <dir>" on stdout once the node is Ready and CoreDNS
-// answers, teardown on stdin EOF or SIGINT/SIGTERM. It needs root.
+// answers, teardown on stdin EOF or SIGINT/SIGTERM. After READY, each line on stdin is a
+// command that breaks one part of the node for a while (node_control.go). It needs root.
 func runNode(args []string) error {
 	fl := flag.NewFlagSet("node", flag.ContinueOnError)
 	dir := fl.String("dir", "", "directory for the kubeconfigs, ca.crt, node.json and logs/ (required; created if missing)")
@@ -75,10 +77,10 @@ func runNode(args []string) error {
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return err
 	}
-	n := &node{work: work, outDir: outDir, logDir: logDir, self: self, log: logf}
+	n := &node{work: work, outDir: outDir, logDir: logDir, self: self, log: logf, faults: newFaults()}
 	defer n.tearDown()
 
-	stop := stopSignals()
+	stop, commands := nodeInput()
 
 	t0 := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,12 +105,21 @@ func runNode(args []string) error {
 	fmt.Printf("READY %s\n", outDir)
 	_ = os.Stdout.Sync()
 
-	select {
-	case <-ctx.Done():
-		n.log("shutting down")
-		return nil
-	case err := <-n.failed:
-		return fmt.Errorf("after READY: %w", err)
+	// Until the stop: the test's commands (node_control.go), one at a time, each answered
+	// with one line on stdout; and the end of the faults whose time is up.
+	for {
+		select {
+		case <-ctx.Done():
+			n.log("shutting down")
+			return nil
+		case err := <-n.failed:
+			return fmt.Errorf("after READY: %w", err)
+		case line := <-commands:
+			fmt.Println(n.control(ctx, line))
+			_ = os.Stdout.Sync()
+		case f := <-n.faults.expired:
+			n.expire(ctx, f)
+		}
 	}
 }
 
@@ -135,11 +146,14 @@ type nodeFiles struct {
 type node struct {
 	work, outDir, logDir, self string
 	log                        func(string, ...any)
-	api                        *kubeAPIServer
+	adminCfg                   *rest.Config
 	stopEtcd                   func()
 	containerd                 *process
-	components                 []*process // in start order
-	failed                     chan error // a child that exited
+	containerdSocket           string
+	healthz                    map[string]string // by component, where it says it is healthy
+	components                 []*process        // in start order, kube-apiserver first
+	failed                     chan error        // a child that exited
+	faults                     faults            // what a test broke and has not been undone yet
 }
 
 func (n *node) bringUp(ctx context.Context, stopped <-chan string, images, cniBinDir string, readyTimeout time.Duration) (*nodeFacts, error) {
@@ -165,6 +179,7 @@ func (n *node) bringUp(ctx context.Context, stopped <-chan string, images, cniBi
 		return nil, err
 	}
 	n.watch(n.containerd)
+	n.containerdSocket = cp.socket
 	if err := waitSocket(cp.socket, time.Minute, n.containerd.done); err != nil {
 		return nil, fmt.Errorf("containerd: %w; its log: %s", err, n.containerd.logPath)
 	}
@@ -187,27 +202,32 @@ func (n *node) bringUp(ctx context.Context, stopped <-chan string, images, cniBi
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	n.stopEtcd = func() { etcd.Close() }
+	// A child process like the other components (the first in n.components, so it stops
+	// after them), which a test can stop and start again with etcd's data kept.
 	ln, err := listenRetry(net.JoinHostPort(nodeIP, strconv.Itoa(apiServerPort)), 30*time.Second)
 	if err != nil {
-		return nil, err
+		return nil, err // a previous node's apiserver still holds the port
 	}
-	// Not ctx: the apiserver stops in tearDown, after kubelet.
-	if n.api, err = startKubeAPIServer(context.Background(), ln, nodeAPIServerArgs(n.work, etcdURL, f)); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfigs["admin"])
+	ln.Close()
+	api, err := startProcess(n.logDir, "kube-apiserver", n.self, append([]string{"component", "kube-apiserver"}, nodeAPIServerArgs(n.work, etcdURL, f)...)...)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(ctx, adminCfg, n.api.done, &n.api.err, stopped, readyTimeout); err != nil {
+	n.components = append(n.components, api)
+	n.watch(api)
+	if n.adminCfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfigs["admin"]); err != nil {
 		return nil, err
 	}
+	if err := waitReady(ctx, n.adminCfg, api.done, &api.err, stopped, readyTimeout); err != nil {
+		return nil, err
+	}
+	adminCfg := n.adminCfg
 
-	argv, err := componentArgs(n.work, f)
+	argv, healthz, err := componentArgs(n.work, f)
 	if err != nil {
 		return nil, err
 	}
+	n.healthz = healthz
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet"} {
 		p, err := startProcess(n.logDir, name, n.self, append([]string{"component", name}, argv[name]...)...)
 		if err != nil {
@@ -241,10 +261,13 @@ func (n *node) bringUp(ctx context.Context, stopped <-chan string, images, cniBi
 		ClusterDNS: clusterDNSIP, ClusterDomain: clusterDomain, APIServer: host, Images: refs, Logs: logs}, nil
 }
 
-// watch reports p's exit on n.failed.
+// watch reports p's exit on n.failed, unless a test asked for it.
 func (n *node) watch(p *process) {
 	go func() {
 		<-p.done
+		if p.requested.Load() {
+			return
+		}
 		select {
 		case n.failed <- p.exitedError():
 		default:
@@ -252,21 +275,20 @@ func (n *node) watch(p *process) {
 	}()
 }
 
-// tearDown stops the node in the reverse order of its start: kubelet first (so it does not
-// restart what goes next), then every pod through the CRI (so the CNI plugins release their
-// veths and addresses), the other components, the apiserver, etcd, containerd; then cleanUp
-// removes what is left.
+// tearDown undoes what a test broke (thaws what it froze, lifts its filters), then stops the
+// node in the reverse order of its start: kubelet first (so it does not restart what goes
+// next), then every pod through the CRI (so the CNI plugins release their veths and
+// addresses), the other components, the apiserver, etcd, containerd; then cleanUp removes
+// what is left.
 func (n *node) tearDown() {
 	t0 := time.Now()
+	n.undoFaults()
 	for i := len(n.components) - 1; i >= 0; i-- {
 		p := n.components[i]
 		p.stop(15 * time.Second)
 		if p.name == "kubelet" && n.containerd != nil {
 			removeAllPods(newContainerdPaths(n.work), n.log)
 		}
-	}
-	if n.api != nil {
-		n.api.shutdown()
 	}
 	if n.stopEtcd != nil {
 		n.stopEtcd()

@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -18,9 +20,14 @@ import (
 // process is a child process with its output in logDir/<name>.log.
 type process struct {
 	name, logPath string
-	cmd           *exec.Cmd
-	done          chan struct{} // closed when it has exited; then err is its exit error
-	err           error
+	// How it was started, so a restart runs the same command line.
+	logDir, path string
+	args         []string
+	cmd          *exec.Cmd
+	done         chan struct{} // closed when it has exited; then err is its exit error
+	err          error
+	// Set before a stop the test asked for: its exit does not fail the node.
+	requested atomic.Bool
 }
 
 func startProcess(logDir, name, path string, args ...string) (*process, error) {
@@ -38,7 +45,7 @@ func startProcess(logDir, name, path string, args ...string) (*process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &process{name: name, logPath: logPath, logDir: logDir, path: path, args: args, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -66,6 +73,51 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
+// again starts the same command line once more (its log is appended to).
+func (p *process) again() (*process, error) {
+	return startProcess(p.logDir, p.name, p.path, p.args...)
+}
+
+// running says whether the process has not exited yet.
+func (p *process) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signalGroup sends sig to the process's group (its children too: containerd's plugins, a
+// component's helpers).
+func (p *process) signalGroup(sig syscall.Signal) error {
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// waitHealthz waits until url answers 200, the process exits, or timeout.
+func waitHealthz(url string, timeout time.Duration, exited <-chan struct{}) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not healthy after %s: %v", url, timeout, err)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("exited before %s answered", url)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // exitedError describes an exited process, for an error that fails the node.
 func (p *process) exitedError() error {
 	return fmt.Errorf("%s exited (%v); its log: %s", p.name, p.err, p.logPath)
@@ -81,24 +133,29 @@ func freeLocalPort() (string, error) {
 	return strconv.Itoa(ports[0]), nil
 }
 
-// componentArgs returns the command lines of the four components. Each authenticates with
-// its own static token as the user Kubernetes' bootstrap RBAC binds its role to.
-func componentArgs(work string, f nodeFiles) (map[string][]string, error) {
+// componentArgs returns the command lines of the four components, and the healthz URLs of
+// kubelet and kube-proxy (a restart waits for them). Each authenticates with its own static
+// token as the user Kubernetes' bootstrap RBAC binds its role to.
+func componentArgs(work string, f nodeFiles) (map[string][]string, map[string]string, error) {
 	var ports []string
 	for i := 0; i < 6; i++ {
 		p, err := freeLocalPort()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ports = append(ports, p)
 	}
 	kubeletConfig := filepath.Join(work, "kubelet-config.yaml")
 	if err := os.WriteFile(kubeletConfig, []byte(kubeletConfiguration(work, f, ports[2])), 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	proxyConfig := filepath.Join(work, "kube-proxy-config.yaml")
 	if err := os.WriteFile(proxyConfig, []byte(kubeProxyConfiguration(f, ports[3], ports[4])), 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	healthz := map[string]string{
+		"kubelet":    "http://127.0.0.1:" + ports[2] + "/healthz",
+		"kube-proxy": "http://127.0.0.1:" + ports[3] + "/healthz",
 	}
 	return map[string][]string{
 		"kube-controller-manager": {
@@ -135,7 +192,7 @@ func componentArgs(work string, f nodeFiles) (map[string][]string, error) {
 			"--cert-dir=" + filepath.Join(work, "kubelet", "pki"),
 		},
 		"kube-proxy": {"--config=" + proxyConfig},
-	}, nil
+	}, healthz, nil
 }
 
 // kubeletConfiguration: cgroupfs (as containerd's runc is set up), swap allowed, the cluster

@@ -7,7 +7,8 @@
 //! [`Node::start`] returns once the node is Ready and CoreDNS answers; dropping the [`Node`]
 //! tears it all down and leaves the machine as it was. One node runs on a machine at a time:
 //! a second `start` waits for the first node to go. On a failed test, the tail of every
-//! component's log is printed and the logs stay in [`Node::dir`].
+//! component's log is printed and the logs stay in [`Node::dir`]. A test breaks one part of
+//! the node at a time with the calls of [`faults`] (issue #61).
 
 #![allow(dead_code)] // each test crate uses its own subset
 
@@ -19,7 +20,11 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub mod faults;
 
 /// The images the node imports (tests/images/build.sh writes them).
 pub const UDP_ECHO_IMAGE: &str = "localhost/stunner-test/udp-echo:latest";
@@ -30,6 +35,12 @@ pub const OPERATOR_IMAGE: &str = "ghcr.io/l7mp/stunner-gateway-operator-rs:lates
 const START_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// Teardown kills what is left after this, so a hung component cannot hang the test run.
 const STOP_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The node's side of its commands (see [`faults`]).
+struct Control {
+    stdin: Option<ChildStdin>,
+    answers: Receiver<String>,
+}
 
 /// `node.json`, written by the node before READY.
 #[derive(Debug, Clone, Deserialize)]
@@ -53,7 +64,8 @@ pub struct NodeFacts {
 /// A running node. Drop tears it down (about 10-30 s) and waits for that.
 pub struct Node {
     child: Option<Child>,
-    stdin: Option<ChildStdin>,
+    /// The node's stdin (closing it tears the node down) and its answers to commands.
+    control: Mutex<Control>,
     /// The node's output directory: kubeconfigs, ca.crt, node.json, logs/.
     pub dir: PathBuf,
     /// `system:masters`.
@@ -98,23 +110,34 @@ impl Node {
             .expect("start tests/apiserver/bin/apiserver node");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
-        let ready = tokio::task::spawn_blocking(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) if l.starts_with("READY ") => return Ok(()),
-                    Ok(_) => continue,
-                    Err(e) => return Err(e.to_string()),
+        // Every line the node prints: READY, then one answer per command.
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
                 }
             }
-            Err("the node exited before READY".to_string())
         });
-        let outcome = match tokio::time::timeout(START_TIMEOUT, ready).await {
-            Ok(Ok(Ok(()))) => std::fs::read(dir.join("node.json"))
+        let ready = tokio::task::spawn_blocking(move || {
+            let deadline = Instant::now() + START_TIMEOUT;
+            let outcome = loop {
+                match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(l) if l.starts_with("READY ") => break Ok(()),
+                    Ok(_) => continue,
+                    Err(RecvTimeoutError::Timeout) => break Err(format!("not READY after {START_TIMEOUT:?}")),
+                    Err(RecvTimeoutError::Disconnected) => break Err("the node exited before READY".to_string()),
+                }
+            };
+            (outcome, lines)
+        });
+        let (outcome, lines) = ready.await.expect("the READY reader");
+        let outcome = outcome.and_then(|()| {
+            std::fs::read(dir.join("node.json"))
                 .map_err(|e| e.to_string())
                 .and_then(|json| serde_json::from_slice::<NodeFacts>(&json).map_err(|e| e.to_string()))
-                .map_err(|e| format!("node.json: {e}")),
-            other => Err(format!("{other:?}")),
-        };
+                .map_err(|e| format!("node.json: {e}"))
+        });
         let mut logs = component_logs(&dir);
         logs.insert("node".into(), node_log);
         let facts = match outcome {
@@ -127,7 +150,8 @@ impl Node {
         };
         let kubeconfig = dir.join("admin.kubeconfig");
         let admin = client_from(&kubeconfig).await;
-        Some(Node { child: Some(child), stdin, node_ip: facts.node_ip, kubeconfig, facts, logs, admin, dir })
+        let control = Mutex::new(Control { stdin, answers: lines });
+        Some(Node { child: Some(child), control, node_ip: facts.node_ip, kubeconfig, facts, logs, admin, dir })
     }
 
     /// The last lines of every component's log, for a failure message.
@@ -172,7 +196,7 @@ impl Node {
     /// Tears the node down and waits until it has (also what drop does); returns whether
     /// the node exited cleanly.
     pub fn stop(&mut self) -> bool {
-        drop(self.stdin.take());
+        drop(self.control.get_mut().unwrap_or_else(|e| e.into_inner()).stdin.take());
         match self.child.take() {
             Some(mut child) => wait_bounded(&mut child, STOP_TIMEOUT),
             None => true,
@@ -301,4 +325,45 @@ fn parse_a_records(msg: &[u8], id: u16) -> Option<Vec<Ipv4Addr>> {
         at += rdlen;
     }
     Some(out)
+}
+
+/// The node's work dir (tests/apiserver/node.go: `$TMPDIR/stunner-test-node`).
+fn state_dir() -> String {
+    std::env::temp_dir().join("stunner-test-node").to_str().unwrap().to_string()
+}
+
+/// Every process whose command line names the node's state dir (its components, containerd
+/// and the shims), with that command line.
+fn node_processes() -> Vec<(String, String)> {
+    let state = state_dir();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(&state) {
+                out.push((entry.file_name().to_string_lossy().into_owned(), cmdline));
+            }
+        }
+    }
+    out
+}
+
+/// Nothing of the node is left after it stopped: no bridge, no KUBE-/CNI-/STUNNER-TEST
+/// chain, no mount or process under its state directory.
+pub fn assert_machine_clean() {
+    assert!(!std::path::Path::new("/sys/class/net/stnr-test0").exists(), "the node's bridge is gone");
+    for table in ["filter", "nat", "mangle"] {
+        let out = std::process::Command::new("iptables").args(["-w", "-t", table, "-S"]).output().unwrap();
+        let rules = String::from_utf8_lossy(&out.stdout);
+        let left: Vec<&str> =
+            rules.lines().filter(|l| l.contains("KUBE-") || l.contains("CNI-") || l.contains("STUNNER-TEST")).collect();
+        assert!(left.is_empty(), "iptables -t {table}: rules left: {left:#?}");
+    }
+    let state = state_dir();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let left: Vec<&str> = mounts.lines().filter(|l| l.contains(&state)).collect();
+    assert!(left.is_empty(), "mounts left: {left:#?}");
+    assert!(!std::path::Path::new(&state).exists(), "{state} removed");
+    let procs = node_processes();
+    assert!(procs.is_empty(), "processes left: {procs:#?}");
 }
