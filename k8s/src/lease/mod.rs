@@ -61,11 +61,21 @@ impl Candidate {
     }
 
     /// One round at time `now`: tries to acquire or renew; returns whether we lead after it.
+    ///
+    /// The round is cut off where a leader's renew deadline falls: a request that hangs
+    /// (packets to the API server dropped, not refused) must not keep a leader leading past
+    /// it, as another replica takes the lease over once it has gone unchanged for a lease
+    /// duration.
     pub(crate) async fn tick(&mut self, store: &impl LeaseStore, now: Instant) -> bool {
-        if self.try_acquire_or_renew(store, now).await {
-            self.renewed = Some(now);
-        } else if self.renewed.is_some_and(|t| now.duration_since(t) >= self.timings.renew_deadline) {
-            self.renewed = None;
+        let deadline = self.renewed.map_or(now + self.timings.renew_deadline, |t| t + self.timings.renew_deadline);
+        match tokio::time::timeout_at(deadline, self.try_acquire_or_renew(store, now)).await {
+            Ok(true) => self.renewed = Some(now),
+            Ok(false) if now < deadline => {}
+            Ok(false) => self.renewed = None,
+            Err(_) => {
+                tracing::warn!("the leader election lease was not read or written within the renew deadline");
+                self.renewed = None;
+            }
         }
         self.is_leader()
     }

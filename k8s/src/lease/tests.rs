@@ -116,6 +116,51 @@ async fn a_leader_that_cannot_renew_steps_down_before_anyone_takes_over() {
     assert_eq!(b_leads_from, Some(t0 + secs(16)), "b takes over after a lease duration");
 }
 
+/// A store whose every call hangs once `hung` is set, as for a replica whose packets to the
+/// API server are dropped.
+#[derive(Default)]
+struct HangingStore {
+    store: FakeStore,
+    hung: std::sync::atomic::AtomicBool,
+}
+
+impl HangingStore {
+    async fn maybe_hang(&self) {
+        if self.hung.load(std::sync::atomic::Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl LeaseStore for HangingStore {
+    async fn get(&self) -> Result<Option<Versioned>, LeaseError> {
+        self.maybe_hang().await;
+        self.store.get().await
+    }
+
+    async fn create(&self, spec: &LeaseSpec) -> Result<(), LeaseError> {
+        self.maybe_hang().await;
+        self.store.create(spec).await
+    }
+
+    async fn update(&self, spec: &LeaseSpec, version: &str) -> Result<(), LeaseError> {
+        self.maybe_hang().await;
+        self.store.update(spec, version).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_renewal_hangs_steps_down_at_its_renew_deadline() {
+    let store = HangingStore::default();
+    let mut a = Candidate::new("a", Timings::default());
+    let renewed = Instant::now();
+    assert!(a.tick(&store, renewed).await);
+    tokio::time::sleep(secs(2)).await;
+    store.hung.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(!a.tick(&store, Instant::now()).await, "a hung renewal ends the leadership");
+    assert_eq!(Instant::now(), renewed + Timings::default().renew_deadline, "at the renew deadline, not later");
+}
+
 #[tokio::test]
 async fn racing_candidates_never_both_win() {
     let store = FakeStore::default();
