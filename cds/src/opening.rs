@@ -6,16 +6,22 @@
 //! the 1 s SYN retransmit, then for their own retry timers).
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::watch;
 
 /// Whether the CDS answers yet; cloned into every held connection.
 #[derive(Debug, Clone)]
-pub struct Opening(watch::Receiver<bool>);
+pub struct Opening {
+    open: watch::Receiver<bool>,
+    /// Connections waiting in [`Opening::wait`], shared by every clone.
+    held: Arc<AtomicUsize>,
+}
 
 impl Opening {
     /// Open from the start (servers fed by hand: tests, benchmarks).
     pub(crate) fn now() -> Self {
-        Opening(watch::channel(true).1)
+        Opening { open: watch::channel(true).1, held: Arc::default() }
     }
 
     /// Opens when `event` completes; never, if it is dropped first. Spawns its waiter, so it
@@ -26,12 +32,35 @@ impl Opening {
             event.await;
             let _ = tx.send(true);
         });
-        Opening(rx)
+        Opening { open: rx, held: Arc::default() }
     }
 
     /// Waits until open; `false` if it never will be (its event was dropped).
     pub(crate) async fn wait(&self) -> bool {
-        self.0.clone().wait_for(|open| *open).await.is_ok()
+        let _held = Held::new(&self.held);
+        self.open.clone().wait_for(|open| *open).await.is_ok()
+    }
+
+    /// How many accepted connections wait for the opening now: what a caller checks to know
+    /// that clients reached the CDS and are held, not lost or answered.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
+/// One connection counted in [`Opening::held`] while it lives.
+struct Held<'a>(&'a AtomicUsize);
+
+impl<'a> Held<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Held(count)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -100,13 +100,20 @@ async fn clients_that_arrive_before_the_cds_opens_are_held_then_served_the_first
     let opening = Opening::when(async move {
         let _ = opened.await;
     });
-    let s = start(ServerSettings { opening, ..Default::default() }).await;
+    let s = start(ServerSettings { opening: opening.clone(), ..Default::default() }).await;
     let url = format!("ws://{}/api/v1/configs/stunner/gw?watch=true", s.addr);
     let early_watch = tokio::spawn(connect_async(url));
     let addr = s.addr;
     let request = format!("GET /api/v1/configs/stunner/gw HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     let early_get = tokio::spawn(async move { raw(addr, &request).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both accepted and waiting for the opening: nothing answers them until it comes.
+    for _ in 0..500 {
+        if opening.held() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(opening.held(), 2, "both early clients are held by the CDS");
     assert!(!early_watch.is_finished(), "a watch is not answered before the CDS opens");
     assert!(!early_get.is_finished(), "nor is a GET: it would be a 404 from an empty store");
 

@@ -698,8 +698,10 @@ async fn restarting_the_daemon_keeps_stunnerd_listeners_up() {
     sd.wait_for_log(CONNECTED, 2).await;
     // The restarted daemon serves the config again on the new watch...
     sd.wait_for_log(APPLIED, applied_before + 1).await;
-    // ...and a (wrong) empty or partial one after it would come soon: give it time.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // ...and a (wrong) empty or partial one after it would come on the same watch before a
+    // change made now: once that change is applied, every config it sent is in the log.
+    rewrite(&dir, "staticservice.yaml", &static_service_yaml("media-servers", "127.0.0.0/24"));
+    sd.wait_for_log("127.0.0.0/24", 1).await;
     probe.relays("after the restart", &sd, backend).await;
     tcp_probe.relays("after the restart, TCP", &sd, backend).await;
     assert_eq!(health("/ready").await.map(|r| r.0), Some(200), "still ready");
