@@ -18,6 +18,7 @@ const (
 // skipped: suite test name -> why it is not run.
 var skipped = map[string]string{
 	"UDPRoute":                                  plainDNS,
+	"UDPRouteMultipleRoutesAttachment":          plainUDP,
 	"UDPRouteParentRefAttachAllListeners":       plainUDP,
 	"UDPRouteParentRefPortAndSectionName":       plainUDP,
 	"UDPRouteReferenceGrant":                    plainUDP,

@@ -31,8 +31,11 @@ pub const UDP_ECHO_IMAGE: &str = "localhost/stunner-test/udp-echo:latest";
 pub const STUNNERD_IMAGE: &str = "docker.io/l7mp/stunnerd:1.2.1";
 pub const OPERATOR_IMAGE: &str = "ghcr.io/l7mp/stunner-gateway-operator-rs:latest";
 
-/// Bring-up takes 1-3 minutes on a busy machine, plus the wait for a node another test runs.
-const START_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// How long a start waits for the node another test runs (one at a time machine-wide): longer
+/// than the longest real-node test, the fault test at about 12 minutes.
+const LOCK_WAIT: Duration = Duration::from_secs(40 * 60);
+/// Bring-up takes 1-3 minutes on a busy machine, after the wait for another test's node.
+const START_TIMEOUT: Duration = LOCK_WAIT.saturating_add(Duration::from_secs(5 * 60));
 /// Teardown kills what is left after this, so a hung component cannot hang the test run.
 const STOP_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -103,6 +106,7 @@ impl Node {
         let node_log = dir.join("node.log");
         let mut child = Command::new(bin)
             .args(["node", "--dir", dir.to_str().unwrap(), "--images", images.to_str().unwrap()])
+            .arg(format!("--lock-wait={}s", LOCK_WAIT.as_secs()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&node_log).unwrap())
