@@ -24,7 +24,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use node::Node;
+use node::{Node, ready_pod_ip, ready_pods};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -334,21 +334,6 @@ async fn wait_available(client: &Client, ns: &str, name: &str) -> Deployment {
         }
     })
     .await
-}
-
-/// The Ready pods matching a label selector, by name.
-async fn ready_pods(client: &Client, ns: &str, selector: &str) -> Vec<Pod> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pods = api.list(&ListParams::default().labels(selector)).await.map(|l| l.items).unwrap_or_default();
-    pods.into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .collect()
 }
 
 /// What identifies a running dataplane pod: its UID and its containers' restart counts. Equal
@@ -817,18 +802,6 @@ async fn wait_route_resolved(client: &Client, status: &str, reason: &str) {
             let route = get(&client, "stunner.l7mp.io/v1", "UDPRoute", Some(GATEWAY_NS), "echo-server").await?;
             let parents = route.data.get("status")?.get("parents")?.as_array()?.clone();
             parents.iter().any(|p| e2e::has_condition(p, "ResolvedRefs", status, reason)).then_some(())
-        }
-    })
-    .await
-}
-
-/// The pod's IPv4 address once it is Ready.
-async fn ready_pod_ip(client: &Client, ns: &str, selector: &str) -> std::net::Ipv4Addr {
-    wait_for(&format!("a Ready pod {selector} in {ns}"), || {
-        let client = client.clone();
-        async move {
-            let pods = ready_pods(&client, ns, selector).await;
-            pods.first()?.status.as_ref()?.pod_ip.as_ref()?.parse().ok()
         }
     })
     .await

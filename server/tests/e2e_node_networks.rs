@@ -17,11 +17,11 @@ use e2e::{
     Operator, apply_yaml, get, install_gateway_api, install_stunner_crds, namespace_yaml, wait_for, wait_object,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use node::{Node, STUNNERD_IMAGE, UDP_ECHO_IMAGE};
+use node::{Node, STUNNERD_IMAGE, UDP_ECHO_IMAGE, ready_pod_ip};
 use serde_json::{Value, json};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -132,21 +132,6 @@ spec:
     )
 }
 
-/// The IP of a Ready pod of `selector`.
-async fn ready_pod_ip(client: &kube::Client, selector: &str) -> Ipv4Addr {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    wait_for(&format!("a Ready pod {selector}"), || async {
-        let list = pods.list(&ListParams::default().labels(selector)).await.ok()?;
-        list.items.into_iter().find_map(|p| {
-            let status = p.status?;
-            let ready = status.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
-            ready.then_some(())?;
-            status.pod_ip?.parse().ok()
-        })
-    })
-    .await
-}
-
 /// Waits for Service `name` to have one node port; returns it.
 async fn node_port(client: &kube::Client, name: &str) -> u16 {
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
@@ -231,7 +216,7 @@ async fn a_service_per_protocol_relays_turn_udp_and_tls_through_two_services_to_
         .await;
 
     // TURN through both Services, to the one dataplane, relayed to the echo pod.
-    let peer = SocketAddr::new(ready_pod_ip(&admin, "app=udp-echo").await.into(), 9001);
+    let peer = SocketAddr::new(ready_pod_ip(&admin, NS, "app=udp-echo").await.into(), 9001);
     turn_relays(&node, &turnprobe, SocketAddr::new(node.node_ip.into(), udp_port), "udp", peer).await;
     turn_relays(&node, &turnprobe, SocketAddr::new(node.node_ip.into(), tls_port), "tls", peer).await;
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NS);

@@ -12,8 +12,10 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
-use crate::e2e::{client_from, external, repo_root};
+use crate::e2e::{client_from, external, repo_root, wait_for};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
+use kube::api::{Api, ListParams};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -370,4 +372,31 @@ pub fn assert_machine_clean() {
     assert!(!std::path::Path::new(&state).exists(), "{state} removed");
     let procs = node_processes();
     assert!(procs.is_empty(), "processes left: {procs:#?}");
+}
+
+/// The Ready pods matching a label selector, by name.
+pub async fn ready_pods(client: &Client, ns: &str, selector: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = api.list(&ListParams::default().labels(selector)).await.map(|l| l.items).unwrap_or_default();
+    pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .collect()
+}
+
+/// The pod's IPv4 address once it is Ready.
+pub async fn ready_pod_ip(client: &Client, ns: &str, selector: &str) -> Ipv4Addr {
+    wait_for(&format!("a Ready pod {selector} in {ns}"), || {
+        let client = client.clone();
+        async move {
+            let pods = ready_pods(&client, ns, selector).await;
+            pods.first()?.status.as_ref()?.pod_ip.as_ref()?.parse().ok()
+        }
+    })
+    .await
 }
