@@ -36,11 +36,12 @@ pub(crate) fn gateway(
     let mut addresses = Vec::new();
     match outcome {
         Ok(Programming { addresses: addrs, refused }) => {
-            let accepted = match unsupported_address(gw) {
+            let unsupported = unsupported_address(gw);
+            let none_valid = unsupported.is_none() && !listeners.is_empty() && !listeners.iter().any(is_accepted);
+            let accepted = match unsupported {
                 Some(message) => build("Accepted", "False", "UnsupportedAddress", message, g, now),
                 None => accepted(&listeners, ctrl, g, now),
             };
-            let none_valid = accepted.status == "False" && accepted.reason == "ListenersNotValid";
             set(&mut conditions, accepted);
             let programmed = if none_valid {
                 build("Programmed", "False", "Invalid", "no listener is valid", g, now)
@@ -86,12 +87,15 @@ pub(crate) fn gateway(
     }
 }
 
+/// Whether a listener's status says it is accepted.
+fn is_accepted(l: &GatewayStatusListeners) -> bool {
+    l.conditions.iter().any(|c| c.type_ == "Accepted" && c.status == "True")
+}
+
 /// A rendered Gateway's `Accepted`: `True` when every listener is accepted, `True` with reason
 /// `ListenersNotValid` when some are not, `False` with it when none is (the Gateway API's
 /// reading since v1.6; upstream says `Accepted` whatever its listeners).
 fn accepted(listeners: &[GatewayStatusListeners], ctrl: &str, g: Option<i64>, now: &Time) -> Condition {
-    let is_accepted =
-        |l: &&GatewayStatusListeners| l.conditions.iter().any(|c| c.type_ == "Accepted" && c.status == "True");
     let invalid: Vec<&str> = listeners.iter().filter(|l| !is_accepted(l)).map(|l| l.name.as_str()).collect();
     if invalid.is_empty() {
         return build("Accepted", "True", "Accepted", format!("gateway accepted by controller {ctrl}"), g, now);

@@ -73,7 +73,9 @@ impl Candidate {
             Ok(false) if now < deadline => {}
             Ok(false) => self.renewed = None,
             Err(_) => {
-                tracing::warn!("the leader election lease was not read or written within the renew deadline");
+                tracing::warn!(
+                    "the leader election lease was not read or written within the renew deadline: check that this pod reaches the API server"
+                );
                 self.renewed = None;
             }
         }
