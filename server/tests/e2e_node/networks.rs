@@ -8,18 +8,16 @@
 //! in for the load balancer controller, giving each Service an ingress address, and sends TURN
 //! where a cloud load balancer would: to each Service's node port on the node address. Needs
 //! root, the node (tests/apiserver/build.sh), its images (tests/images/build.sh) and turnprobe
-//! (tests/interop/build.sh); skipped with a notice without them.
+//! (tests/interop/build.sh); skipped with a notice without turnprobe. It runs on the smoke
+//! test's node, before that node's teardown is checked for leftovers.
 
-mod e2e;
-mod node;
-
-use e2e::{
-    Operator, apply_yaml, get, install_gateway_api, install_stunner_crds, namespace_yaml, wait_for, wait_object,
+use crate::e2e::{
+    self, Operator, apply_yaml, get, install_gateway_api, install_stunner_crds, namespace_yaml, wait_for, wait_object,
 };
+use crate::node::{Node, STUNNERD_IMAGE, UDP_ECHO_IMAGE, ready_pod_ip};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use node::{Node, STUNNERD_IMAGE, UDP_ECHO_IMAGE, ready_pod_ip};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -175,10 +173,10 @@ async fn turn_relays(node: &Node, turnprobe: &PathBuf, server: SocketAddr, trans
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_service_per_protocol_relays_turn_udp_and_tls_through_two_services_to_one_dataplane() {
+/// A Gateway with `service-per-protocol` relays TURN-UDP and TURN-TLS through two
+/// single-protocol Services to one dataplane, on `node`.
+pub async fn a_service_per_protocol_relays_turn_udp_and_tls_through_two_services_to_one_dataplane(node: &Node) {
     let Some(turnprobe) = turnprobe() else { return };
-    let Some(node) = Node::start("networks").await else { return };
     let admin = node.admin.clone();
     install_stunner_crds(&admin).await;
     install_gateway_api(&admin, e2e::GatewayApi::V14StandardWithUdpRoute).await;
@@ -217,8 +215,8 @@ async fn a_service_per_protocol_relays_turn_udp_and_tls_through_two_services_to_
 
     // TURN through both Services, to the one dataplane, relayed to the echo pod.
     let peer = SocketAddr::new(ready_pod_ip(&admin, NS, "app=udp-echo").await.into(), 9001);
-    turn_relays(&node, &turnprobe, SocketAddr::new(node.node_ip.into(), udp_port), "udp", peer).await;
-    turn_relays(&node, &turnprobe, SocketAddr::new(node.node_ip.into(), tls_port), "tls", peer).await;
+    turn_relays(node, &turnprobe, SocketAddr::new(node.node_ip.into(), udp_port), "udp", peer).await;
+    turn_relays(node, &turnprobe, SocketAddr::new(node.node_ip.into(), tls_port), "tls", peer).await;
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NS);
     let dataplanes = deployments.list(&ListParams::default().labels("stunner.l7mp.io/owned-by=stunner")).await.unwrap();
     let names: Vec<_> = dataplanes.items.iter().filter_map(|d| d.metadata.name.as_deref()).collect();
