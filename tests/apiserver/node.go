@@ -41,7 +41,7 @@ func runNode(args []string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("node mode must run as root (it creates a bridge, iptables rules, mounts and cgroups)")
 	}
-	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "conntrack", "ip"} {
+	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip6tables", "conntrack", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found: install the Debian packages containerd runc containernetworking-plugins iptables conntrack iproute2", tool)
 		}
@@ -123,12 +123,16 @@ func runNode(args []string) error {
 	}
 }
 
-// nodeFacts is node.json: what a test needs to know about the node.
+// nodeFacts is node.json: what a test needs to know about the node. The unsuffixed
+// addresses and ranges are the primary family's (IPv4), the v6 ones the second family's.
 type nodeFacts struct {
 	NodeName      string            `json:"nodeName"`
 	NodeIP        string            `json:"nodeIP"`
 	PodCIDR       string            `json:"podCIDR"`
 	ServiceCIDR   string            `json:"serviceCIDR"`
+	NodeIPv6      string            `json:"nodeIPv6"`
+	PodCIDRv6     string            `json:"podCIDRv6"`
+	ServiceCIDRv6 string            `json:"serviceCIDRv6"`
 	ClusterDNS    string            `json:"clusterDNS"`
 	ClusterDomain string            `json:"clusterDomain"`
 	APIServer     string            `json:"apiServer"`
@@ -258,6 +262,7 @@ func (n *node) bringUp(ctx context.Context, stopped <-chan string, images, cniBi
 		logs[p.name] = p.logPath
 	}
 	return &nodeFacts{NodeName: nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, ServiceCIDR: serviceCIDR,
+		NodeIPv6: nodeIPv6, PodCIDRv6: podCIDRv6, ServiceCIDRv6: serviceCIDRv6,
 		ClusterDNS: clusterDNSIP, ClusterDomain: clusterDomain, APIServer: host, Images: refs, Logs: logs}, nil
 }
 

@@ -171,8 +171,10 @@ func componentArgs(work string, f nodeFiles) (map[string][]string, map[string]st
 			"--use-service-account-credentials=true",
 			"--service-account-private-key-file=" + f.saKey,
 			"--root-ca-file=" + f.caCert,
-			"--cluster-cidr=" + clusterCIDR,
-			"--service-cluster-ip-range=" + serviceCIDR,
+			// Both families' ranges, as on a dual-stack cluster. The node's pod ranges are the
+			// CNI config's, not allocated (no --allocate-node-cidrs), so no mask sizes.
+			"--cluster-cidr=" + joined(familyClusterCIDR),
+			"--service-cluster-ip-range=" + joined(familyServiceCIDR),
 			"--cluster-name=" + nodeName,
 			"--concurrent-deployment-syncs=2", "--concurrent-replicaset-syncs=2",
 		},
@@ -187,7 +189,8 @@ func componentArgs(work string, f nodeFiles) (map[string][]string, map[string]st
 			"--config=" + kubeletConfig,
 			"--kubeconfig=" + f.kubeconfigs["kubelet"],
 			"--hostname-override=" + nodeName,
-			"--node-ip=" + nodeIP,
+			// An InternalIP of each family, IPv4 first: pods' status.podIPs list both, IPv4 first.
+			"--node-ip=" + joined(familyNodeIP),
 			"--root-dir=" + filepath.Join(work, "kubelet"),
 			"--cert-dir=" + filepath.Join(work, "kubelet", "pki"),
 		},
@@ -243,8 +246,9 @@ oomScoreAdj: 0
 		f.kubeletCert, f.kubeletKey, f.caCert, filepath.Join(work, "pod-logs"), filepath.Join(work, "volume-plugins"))
 }
 
-// kubeProxyConfiguration: iptables mode; NodePorts on the node address only (not on
-// localhost, which would need route_localnet), and conntrack sysctls left as they are.
+// kubeProxyConfiguration: iptables mode, both families (iptables and ip6tables, IPv4 the
+// primary); NodePorts on the node's addresses only (not on localhost, which would need
+// route_localnet), and conntrack sysctls left as they are.
 func kubeProxyConfiguration(f nodeFiles, healthzPort, metricsPort string) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -256,7 +260,7 @@ bindAddress: %[3]s
 clusterCIDR: %[4]s
 healthzBindAddress: 127.0.0.1:%[5]s
 metricsBindAddress: 127.0.0.1:%[6]s
-nodePortAddresses: [%[3]s/32]
+nodePortAddresses: [%[3]s/32, %[7]s/128]
 detectLocalMode: ClusterCIDR
 oomScoreAdj: 0
 iptables:
@@ -267,7 +271,7 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, f.kubeconfigs["kube-proxy"], nodeName, nodeIP, clusterCIDR, healthzPort, metricsPort)
+`, f.kubeconfigs["kube-proxy"], nodeName, nodeIP, joined(familyClusterCIDR), healthzPort, metricsPort, nodeIPv6)
 }
 
 // tokenUsers are the static-token identities of the node: each component as the user the

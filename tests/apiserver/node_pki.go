@@ -34,7 +34,7 @@ func writeNodePKI(work, outDir, host string) (nodeFiles, error) {
 		cert, key string
 	}{
 		{certSpec{commonName: "kube-apiserver", server: true, ips: nodeServingIPs, dnsNames: kubernetesDNSNames}, f.servingCert, f.servingKey},
-		{certSpec{commonName: nodeName, server: true, ips: []net.IP{net.ParseIP(nodeIP)}, dnsNames: []string{nodeName}}, f.kubeletCert, f.kubeletKey},
+		{certSpec{commonName: nodeName, server: true, ips: []net.IP{net.ParseIP(nodeIP), net.ParseIP(nodeIPv6)}, dnsNames: []string{nodeName}}, f.kubeletCert, f.kubeletKey},
 		// The apiserver's identity towards kubelet (logs, exec, port-forward, the pod proxy).
 		{certSpec{commonName: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}}, f.kubeletClientCert, f.kubeletClientKey},
 	}
@@ -60,9 +60,9 @@ func writeNodePKI(work, outDir, host string) (nodeFiles, error) {
 }
 
 // nodeAPIServerArgs: the standalone mode's settings, but serving on the node address (which
-// pods reach), the Service range 198.19.0.0/16, the lease endpoint reconciler publishing the
-// node address as the kubernetes Service's endpoint, and a client certificate for kubelet,
-// whose serving certificate it verifies.
+// pods reach), the Service ranges 198.19.0.0/16 (the primary) and fd5e:3a7c:1b00:100::/112,
+// the lease endpoint reconciler publishing the node address as the kubernetes Service's
+// endpoint, and a client certificate for kubelet, whose serving certificate it verifies.
 func nodeAPIServerArgs(work, etcdURL string, f nodeFiles) []string {
 	return []string{
 		"--etcd-servers=" + etcdURL,
@@ -79,7 +79,7 @@ func nodeAPIServerArgs(work, etcdURL string, f nodeFiles) []string {
 		"--service-account-issuer=https://kubernetes.default.svc." + clusterDomain,
 		"--service-account-key-file=" + f.saKey,
 		"--service-account-signing-key-file=" + f.saKey,
-		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-cluster-ip-range=" + joined(familyServiceCIDR),
 		"--endpoint-reconciler-type=lease",
 		"--kubelet-client-certificate=" + f.kubeletClientCert,
 		"--kubelet-client-key=" + f.kubeletClientKey,

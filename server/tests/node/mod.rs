@@ -19,7 +19,7 @@ use kube::api::{Api, ListParams};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
@@ -47,7 +47,8 @@ struct Control {
     answers: Receiver<String>,
 }
 
-/// `node.json`, written by the node before READY.
+/// `node.json`, written by the node before READY. The node is dual-stack, IPv4 its primary
+/// family: the unsuffixed addresses and ranges are IPv4, the `_v6` ones its IPv6 side.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeFacts {
@@ -58,6 +59,12 @@ pub struct NodeFacts {
     pub pod_cidr: String,
     #[serde(rename = "serviceCIDR")]
     pub service_cidr: String,
+    #[serde(rename = "nodeIPv6")]
+    pub node_ip_v6: Ipv6Addr,
+    #[serde(rename = "podCIDRv6")]
+    pub pod_cidr_v6: String,
+    #[serde(rename = "serviceCIDRv6")]
+    pub service_cidr_v6: String,
     #[serde(rename = "clusterDNS")]
     pub cluster_dns: Ipv4Addr,
     pub cluster_domain: String,
@@ -355,15 +362,18 @@ fn node_processes() -> Vec<(String, String)> {
 }
 
 /// Nothing of the node is left after it stopped: no bridge, no KUBE-/CNI-/STUNNER-TEST
-/// chain, no mount or process under its state directory.
+/// chain in iptables or ip6tables, no mount or process under its state directory.
 pub fn assert_machine_clean() {
     assert!(!std::path::Path::new("/sys/class/net/stnr-test0").exists(), "the node's bridge is gone");
-    for table in ["filter", "nat", "mangle"] {
-        let out = std::process::Command::new("iptables").args(["-w", "-t", table, "-S"]).output().unwrap();
+    for (iptables, table) in
+        ["iptables", "ip6tables"].into_iter().flat_map(|i| ["filter", "nat", "mangle"].map(|t| (i, t)))
+    {
+        let out = std::process::Command::new(iptables).args(["-w", "-t", table, "-S"]).output().unwrap();
+        assert!(out.status.success(), "{iptables} -t {table} -S: {}", String::from_utf8_lossy(&out.stderr));
         let rules = String::from_utf8_lossy(&out.stdout);
         let left: Vec<&str> =
             rules.lines().filter(|l| l.contains("KUBE-") || l.contains("CNI-") || l.contains("STUNNER-TEST")).collect();
-        assert!(left.is_empty(), "iptables -t {table}: rules left: {left:#?}");
+        assert!(left.is_empty(), "{iptables} -t {table}: rules left: {left:#?}");
     }
     let state = state_dir();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -396,6 +406,24 @@ pub async fn ready_pod_ip(client: &Client, ns: &str, selector: &str) -> Ipv4Addr
         async move {
             let pods = ready_pods(&client, ns, selector).await;
             pods.first()?.status.as_ref()?.pod_ip.as_ref()?.parse().ok()
+        }
+    })
+    .await
+}
+
+/// The pod's addresses (`status.podIPs`: on this dual-stack node its IPv4 one, then its IPv6
+/// one) once it is Ready.
+pub async fn ready_pod_ips(client: &Client, ns: &str, selector: &str) -> (Ipv4Addr, Ipv6Addr) {
+    wait_for(&format!("a Ready pod {selector} in {ns} with an address of each family"), || {
+        let client = client.clone();
+        async move {
+            let pods = ready_pods(&client, ns, selector).await;
+            let ips = pods.first()?.status.as_ref()?.pod_ips.as_ref()?;
+            let ips: Vec<IpAddr> = ips.iter().filter_map(|ip| ip.ip.parse().ok()).collect();
+            match ips.as_slice() {
+                [IpAddr::V4(v4), IpAddr::V6(v6)] => Some((*v4, *v6)),
+                _ => None,
+            }
         }
     })
     .await
