@@ -3,9 +3,11 @@
 //! resolves through the cluster DNS, a NodePort on the node address reaches it from the host,
 //! and the teardown leaves no bridge, chain, mount or process of the node behind. Needs root
 //! and the images of tests/images/build.sh (scripts/test builds both binaries and images).
-//! The networks users run (issue #60, [`networks`]) are tried on the same node before its
-//! teardown, which spares a node start.
+//! The networks users run (issue #60: [`networks`], [`dual_stack`]) are tried on the same node
+//! before its teardown, which spares a node start.
 
+#[path = "e2e_node/dual_stack.rs"]
+mod dual_stack;
 mod e2e;
 #[path = "e2e_node/networks.rs"]
 mod networks;
@@ -125,6 +127,8 @@ async fn node_runs_pods_with_cluster_dns_and_node_ports_and_leaves_nothing_behin
     assert!(log.contains("udp-echo: listening"), "the pod's log through kubelet: {log}");
 
     networks::a_service_per_protocol_relays_turn_udp_and_tls_through_two_services_to_one_dataplane(&node).await;
+    dual_stack::a_dual_stack_gateway_relays_turn_over_ipv4_and_ipv6_with_credentials_from_the_credential_api(&node)
+        .await;
 
     assert!(node.stop(), "the node exited cleanly\n{}", node.log_tails());
     node::assert_machine_clean();

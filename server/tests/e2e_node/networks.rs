@@ -9,7 +9,8 @@
 //! where a cloud load balancer would: to each Service's node port on the node address. Needs
 //! root, the node (tests/apiserver/build.sh), its images (tests/images/build.sh) and turnprobe
 //! (tests/interop/build.sh); skipped with a notice without turnprobe. It runs on the smoke
-//! test's node, before that node's teardown is checked for leftovers.
+//! test's node, before that node's teardown is checked for leftovers. The helpers here serve
+//! the dual-stack scenario ([`crate::dual_stack`]) too.
 
 use crate::e2e::{
     self, Operator, apply_yaml, get, install_gateway_api, install_stunner_crds, namespace_yaml, wait_for, wait_object,
@@ -32,7 +33,7 @@ const GW: &str = "gateway.networking.k8s.io/v1";
 const UDP_LB_ADDRESS: &str = "203.0.113.10";
 const TCP_LB_ADDRESS: &str = "203.0.113.20";
 
-fn turnprobe() -> Option<PathBuf> {
+pub fn turnprobe() -> Option<PathBuf> {
     e2e::external::built(e2e::repo_root().join("tests/interop/bin/turnprobe"), "run tests/interop/build.sh")
 }
 
@@ -44,8 +45,8 @@ fn self_signed(turnprobe: &PathBuf) -> (String, String) {
     (v["cert"].as_str().unwrap().to_string(), v["key"].as_str().unwrap().to_string())
 }
 
-fn manifests(cert: &str, key: &str) -> String {
-    let b64 = |s: &str| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s);
+/// The Dataplane every Gateway here runs: stunnerd v1.2.1 from the imported image.
+pub fn dataplane_yaml() -> String {
     format!(
         r#"apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
@@ -54,8 +55,14 @@ spec:
   image: {STUNNERD_IMAGE}
   imagePullPolicy: Never
   args: ["-w"]
----
-apiVersion: stunner.l7mp.io/v1
+"#
+    )
+}
+
+fn manifests(cert: &str, key: &str) -> String {
+    let b64 = |s: &str| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s);
+    format!(
+        r#"apiVersion: stunner.l7mp.io/v1
 kind: GatewayConfig
 metadata: {{name: networks, namespace: {NS}}}
 spec:
@@ -141,32 +148,69 @@ async fn node_port(client: &kube::Client, name: &str) -> u16 {
     .await
 }
 
-/// Stands in for a cloud's load balancer controller: gives Service `name` the ingress `ip`.
-async fn load_balancer_ingress(client: &kube::Client, name: &str, ip: &str) {
-    let services: Api<Service> = Api::namespaced(client.clone(), NS);
-    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+/// Stands in for a cloud's load balancer controller: gives Service `ns/name` the ingress
+/// addresses `ips`.
+pub async fn load_balancer_ingress(client: &kube::Client, ns: &str, name: &str, ips: &[&str]) {
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let ingress: Vec<Value> = ips.iter().map(|ip| json!({"ip": ip})).collect();
+    let status = json!({"status": {"loadBalancer": {"ingress": ingress}}});
     services.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 }
 
-/// TURN through `server` (`transport` udp or tls) relaying to `peer`, retried (bounded) until
-/// it succeeds: the dataplane takes a moment to get its config and the node's rules to settle.
-async fn turn_relays(node: &Node, turnprobe: &PathBuf, server: SocketAddr, transport: &str, peer: SocketAddr) {
+/// Installs the CRDs the operator needs and starts this build's operator against `node`, its
+/// CDS on the node address (which the dataplane pods reach and are told), with `args` more.
+pub async fn start_operator(node: &Node, name: &str, args: &[&str]) -> Operator {
+    let admin = &node.admin;
+    install_stunner_crds(admin).await;
+    install_gateway_api(admin, e2e::GatewayApi::V14StandardWithUdpRoute).await;
+    apply_yaml(admin, &namespace_yaml(e2e::OPERATOR_NAMESPACE)).await;
+    let cds = SocketAddr::new(node.node_ip.into(), e2e::free_port()).to_string();
+    let node_ip = node.node_ip.to_string();
+    let mut all = vec!["--config-discovery-address", &cds, "--config-discovery-advertised-host", &node_ip];
+    all.extend_from_slice(args);
+    Operator::start_with(&node.kubeconfig, &node.dir, name, &all).await
+}
+
+/// One TURN allocation through `server` (`transport` udp or tls) as `user`/`password`,
+/// relaying to `peer`, from the server's own address (the node's, of its family): turnprobe's
+/// verdict and its stderr.
+pub fn turn_once(
+    turnprobe: &PathBuf,
+    server: SocketAddr,
+    transport: &str,
+    (user, password): (&str, &str),
+    peer: SocketAddr,
+) -> (Value, String) {
+    let out = Command::new(turnprobe)
+        .args(["--server", &server.to_string(), "--transport", transport, "--insecure"])
+        .args(["--user", user, "--password", password, "--peer", &peer.to_string()])
+        .args(["--count", "3", "--timeout", "10s", "--local", &SocketAddr::new(server.ip(), 0).to_string()])
+        .output()
+        .expect("run turnprobe");
+    let verdict = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (verdict, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// TURN through `server` (`transport` udp or tls) as `user`/`password`, relaying to `peer`,
+/// retried (bounded) until it succeeds: the dataplane takes a moment to get its config and
+/// the node's rules to settle. Returns turnprobe's verdict.
+pub async fn turn_relays(
+    node: &Node,
+    turnprobe: &PathBuf,
+    server: SocketAddr,
+    transport: &str,
+    (user, password): (&str, &str),
+    peer: SocketAddr,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let out = Command::new(turnprobe)
-            .args(["--server", &server.to_string(), "--transport", transport, "--insecure"])
-            .args(["--user", "user-1", "--password", "pass-1", "--peer", &peer.to_string()])
-            .args(["--count", "3", "--timeout", "10s", "--local", &SocketAddr::new(server.ip(), 0).to_string()])
-            .output()
-            .expect("run turnprobe");
-        let verdict: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let (verdict, stderr) = turn_once(turnprobe, server, transport, (user, password), peer);
         if verdict["ok"] == true {
-            return;
+            return verdict;
         }
         assert!(
             Instant::now() < deadline,
-            "no TURN relay over {transport} through {server} to {peer}: {verdict} {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
+            "no TURN relay over {transport} through {server} to {peer}: {verdict} {stderr}\n{}",
             node.log_tails()
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -178,18 +222,10 @@ async fn turn_relays(node: &Node, turnprobe: &PathBuf, server: SocketAddr, trans
 pub async fn a_service_per_protocol_relays_turn_udp_and_tls_through_two_services_to_one_dataplane(node: &Node) {
     let Some(turnprobe) = turnprobe() else { return };
     let admin = node.admin.clone();
-    install_stunner_crds(&admin).await;
-    install_gateway_api(&admin, e2e::GatewayApi::V14StandardWithUdpRoute).await;
-    apply_yaml(&admin, &namespace_yaml(e2e::OPERATOR_NAMESPACE)).await;
+    let op = start_operator(node, "op", &[]).await;
     apply_yaml(&admin, &namespace_yaml(NS)).await;
-
-    // The CDS on the node address, which the dataplane pods reach and are told.
-    let cds = SocketAddr::new(node.node_ip.into(), e2e::free_port()).to_string();
-    let node_ip = node.node_ip.to_string();
-    let args = ["--config-discovery-address", &cds, "--config-discovery-advertised-host", &node_ip];
-    let op = Operator::start_with(&node.kubeconfig, &node.dir, "op", &args).await;
-
     let (cert, key) = self_signed(&turnprobe);
+    apply_yaml(&admin, &dataplane_yaml()).await;
     apply_yaml(&admin, &manifests(&cert, &key)).await;
 
     let udp_port = node_port(&admin, "webrtc").await;
@@ -198,8 +234,8 @@ pub async fn a_service_per_protocol_relays_turn_udp_and_tls_through_two_services
     let protocol = |s: Service| s.spec.unwrap().ports.unwrap()[0].protocol.clone().unwrap();
     assert_eq!(protocol(services.get("webrtc").await.unwrap()), "UDP");
     assert_eq!(protocol(services.get("webrtc-tcp").await.unwrap()), "TCP");
-    load_balancer_ingress(&admin, "webrtc", UDP_LB_ADDRESS).await;
-    load_balancer_ingress(&admin, "webrtc-tcp", TCP_LB_ADDRESS).await;
+    load_balancer_ingress(&admin, NS, "webrtc", &[UDP_LB_ADDRESS]).await;
+    load_balancer_ingress(&admin, NS, "webrtc-tcp", &[TCP_LB_ADDRESS]).await;
 
     // Each listener's public address from its own Service, in the config and the status.
     let config = wait_for("each listener's public address from its own Service", || async {
@@ -215,8 +251,9 @@ pub async fn a_service_per_protocol_relays_turn_udp_and_tls_through_two_services
 
     // TURN through both Services, to the one dataplane, relayed to the echo pod.
     let peer = SocketAddr::new(ready_pod_ip(&admin, NS, "app=udp-echo").await.into(), 9001);
-    turn_relays(node, &turnprobe, SocketAddr::new(node.node_ip.into(), udp_port), "udp", peer).await;
-    turn_relays(node, &turnprobe, SocketAddr::new(node.node_ip.into(), tls_port), "tls", peer).await;
+    let user = ("user-1", "pass-1");
+    turn_relays(node, &turnprobe, SocketAddr::new(node.node_ip.into(), udp_port), "udp", user, peer).await;
+    turn_relays(node, &turnprobe, SocketAddr::new(node.node_ip.into(), tls_port), "tls", user, peer).await;
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NS);
     let dataplanes = deployments.list(&ListParams::default().labels("stunner.l7mp.io/owned-by=stunner")).await.unwrap();
     let names: Vec<_> = dataplanes.items.iter().filter_map(|d| d.metadata.name.as_deref()).collect();
