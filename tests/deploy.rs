@@ -248,6 +248,8 @@ fn check_operator_pod(objs: &[Value], namespace: &str) {
     let labels = pod_labels(objs);
     assert_eq!(labels.get(CDS_LABEL), Some(&json!("enabled")), "the CDS label on the operator pods");
     assert_eq!(labels.get("app.kubernetes.io/name"), Some(&json!(OPERATOR)));
+    // Upstream's stunnerctl (auth, icetest) finds the credential API by this label.
+    assert_eq!(labels.get("app"), Some(&json!("stunner-auth")), "the auth service's label on the operator pods");
     let deployment = find(objs, "Deployment", OPERATOR);
     assert!(selects(&deployment["spec"]["selector"]["matchLabels"], labels));
     assert_eq!(deployment["spec"]["template"]["spec"]["serviceAccountName"], OPERATOR);

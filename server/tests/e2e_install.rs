@@ -17,6 +17,8 @@ mod registry;
 
 #[path = "e2e_install/faults.rs"]
 mod faults;
+#[path = "e2e_install/upstream_icetest.rs"]
+mod upstream_icetest;
 
 use e2e::{TIMEOUT, apply_yaml, get, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -645,6 +647,8 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
             "{user}/{password}: {refused}"
         );
     }
+
+    upstream_icetest::upstream_icetest_relays_and_names_broken_stages(&node, &client).await;
 
     // `helm uninstall` removes what the chart made; the dataplane goes with its Gateway.
     helm(&node, "uninstall", &[]);

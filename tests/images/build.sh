@@ -10,6 +10,11 @@
 #                                               tests/interop/bin/stunnerd: upstream's
 #                                               cmd/stunnerd at the version pinned in
 #                                               tests/interop/go.mod, CGO_ENABLED=0
+#   icetester docker.io/l7mp/icetester:<tag>    tests/interop/bin/icetester: upstream's
+#                                               cmd/icetester at the version pinned in
+#                                               tests/interop/go.mod (<tag> is that version
+#                                               without its `v`), the peer upstream's
+#                                               `stunnerctl icetest --ice-tester-image` runs
 #   coredns   registry.k8s.io/coredns/coredns:<v> cmd/coredns: the CoreDNS module (go.mod) with
 #                                               the plugins a cluster DNS needs, CGO_ENABLED=0
 #   udp-echo  localhost/stunner-test/udp-echo:latest  cmd/udp-echo, CGO_ENABLED=0
@@ -40,7 +45,7 @@ for arg in "$@"; do
     *) names+=("$arg") ;;
   esac
 done
-all=(pause operator stunnerd coredns udp-echo)
+all=(pause operator stunnerd icetester coredns udp-echo)
 [[ ${#names[@]} -gt 0 ]] || names=("${all[@]}")
 
 # fresh TARGET INPUT...: TARGET exists and is newer than every INPUT.
@@ -176,6 +181,27 @@ build_stunnerd() {
   fresh "$tar" "$bin" "$root/src/render/deployment.rs" "$here/oci-archive.py" "$here/build.sh" && return 2
   pack --ref "$ref" --out "$tar" --user 65532:65532 \
     --dir /tmp:1777 --file "$bin=/usr/bin/stunnerd" --entrypoint /usr/bin/stunnerd
+}
+
+# The upstream version tests/interop/go.mod pins, without its `v` (upstream's image tags).
+interop_pin() {
+  local pin
+  pin="$(awk '$1=="require" && $2=="github.com/l7mp/stunner" {print $3; exit}
+              $1=="github.com/l7mp/stunner" {print $2; exit}' "$root/tests/interop/go.mod")"
+  [[ -n "$pin" ]] || { echo "build.sh: no github.com/l7mp/stunner version in tests/interop/go.mod" >&2; return 1; }
+  echo "${pin#v}"
+}
+
+# Upstream's ICE test peer, from the same module and build as the dataplane's stunnerd. The
+# pod upstream's icetest makes runs `icetester` by name, so the image sets PATH.
+build_icetester() {
+  local bin="$root/tests/interop/bin/icetester" tar="$out/icetester.tar" tag
+  tag="$(interop_pin)" || return 1
+  "$root/tests/interop/build.sh" >/dev/null
+  fresh "$tar" "$bin" "$root/tests/interop/go.mod" "$here/oci-archive.py" "$here/build.sh" && return 2
+  pack --ref "docker.io/l7mp/icetester:$tag" --out "$tar" --user 65532:65532 \
+    --env PATH=/usr/local/bin:/usr/bin:/bin --dir /tmp:1777 \
+    --file "$bin=/usr/bin/icetester" --entrypoint /usr/bin/icetester --expose 8089/tcp
 }
 
 coredns_version() {

@@ -7,6 +7,9 @@
 #   stunnerd   - upstream dataplane daemon   (github.com/l7mp/stunner/cmd/stunnerd)
 #   turncat    - upstream TURN client        (github.com/l7mp/stunner/cmd/turncat)
 #   stunnerctl - upstream CLI                (github.com/l7mp/stunner/cmd/stunnerctl)
+#   icetester  - upstream ICE test peer      (github.com/l7mp/stunner/cmd/icetester): the WHIP
+#                server `stunnerctl icetest` runs in the cluster; tests/images/build.sh puts it
+#                into the icetester image
 # Upstream code comes from the Go module proxy at the version pinned in go.mod.
 # With STUNNER_GIT set (a git directory of a clone of github.com/l7mp/stunner), also:
 #   stunnerd-git - upstream's dataplane daemon at that clone's HEAD, for what the pinned release
@@ -47,8 +50,9 @@ declare -A pkgs=(
   [stunnerd]=github.com/l7mp/stunner/cmd/stunnerd
   [turncat]=github.com/l7mp/stunner/cmd/turncat
   [stunnerctl]=github.com/l7mp/stunner/cmd/stunnerctl
+  [icetester]=github.com/l7mp/stunner/cmd/icetester
 )
-order=(cdswatch cdsserver turnprobe turntcpprobe stunnerd turncat stunnerctl)
+order=(cdswatch cdsserver turnprobe turntcpprobe stunnerd turncat stunnerctl icetester)
 
 # Is bin/$1 up to date w.r.t. its inputs?
 fresh() {

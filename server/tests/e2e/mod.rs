@@ -388,7 +388,7 @@ pub async fn install_gateway_api(admin: &Client, bundle: GatewayApi) {
 }
 
 /// Applies `files`, then waits for the CRDs among their objects to be Established.
-async fn install_crd_files(admin: &Client, files: &[PathBuf]) {
+pub async fn install_crd_files(admin: &Client, files: &[PathBuf]) {
     let mut names = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
