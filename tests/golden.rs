@@ -77,6 +77,13 @@ fn to_value(out: &RenderOutput) -> Value {
             // A DaemonSet's delete as the flag it was before DaemonSets were rendered.
             ("deleteDaemonSet", (g.daemon_set == Owned::Delete).then_some(json!(true))),
             ("daemonSet", owned(&g.daemon_set).filter(|_| g.daemon_set != Owned::Delete)),
+            (
+                "listenerSets",
+                (!g.listener_sets.is_empty()).then(|| {
+                    let sets = g.listener_sets.iter().map(|(k, s)| (k.to_string(), serde_json::to_value(s).unwrap()));
+                    Value::Object(sets.collect())
+                }),
+            ),
         ];
         m.extend(fields.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?))));
         gateways.insert(key.to_string(), Value::Object(m));

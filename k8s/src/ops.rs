@@ -23,10 +23,11 @@ pub enum WriteKind {
     ConfigMap,
     Deployment,
     DaemonSet,
+    ListenerSet,
 }
 
 impl WriteKind {
-    pub(crate) const ALL: [WriteKind; 9] = [
+    pub(crate) const ALL: [WriteKind; 10] = [
         WriteKind::GatewayClass,
         WriteKind::Gateway,
         WriteKind::UdpRoute,
@@ -36,6 +37,7 @@ impl WriteKind {
         WriteKind::ConfigMap,
         WriteKind::Deployment,
         WriteKind::DaemonSet,
+        WriteKind::ListenerSet,
     ];
 
     /// The index kind of written objects of this kind: every written kind but ConfigMaps
@@ -50,6 +52,7 @@ impl WriteKind {
             WriteKind::Service => Kind::Service,
             WriteKind::Deployment => Kind::Deployment,
             WriteKind::DaemonSet => Kind::DaemonSet,
+            WriteKind::ListenerSet => Kind::ListenerSet,
             WriteKind::ConfigMap => return None,
         })
     }
@@ -127,7 +130,8 @@ pub(crate) fn ops_of(output: &RenderOutput) -> Vec<(Target, Op)> {
     let gateways = output.gateways.iter().filter_map(|(key, gw)| {
         Some(SerializedStatus::new(ObjRef::new(Kind::Gateway, key.clone()), gw.status.as_ref()?))
     });
-    let mut ops: Vec<_> = classes.chain(routes).chain(gateways).filter_map(status_op).collect();
+    let listener_sets = output.gateways.values().flat_map(GatewayOutput::listener_set_statuses);
+    let mut ops: Vec<_> = classes.chain(routes).chain(gateways).chain(listener_sets).filter_map(status_op).collect();
     ops.extend(output.config_maps.iter().filter_map(|(key, cm)| config_map_op(key, cm)));
     for (key, gw) in &output.gateways {
         ops.extend(owned_ops(key, gw));
@@ -214,6 +218,7 @@ mod tests {
                 deployment: Owned::Delete,
                 daemon_set: Owned::Delete,
                 invalid_config: None,
+                listener_sets: [(ObjectKey::new("tenant", "ls"), Default::default())].into(),
             },
         );
         out.classes.insert("stunner".into(), Default::default());
@@ -225,6 +230,7 @@ mod tests {
             [
                 (Scope::Status, WriteKind::GatewayClass),
                 (Scope::Status, WriteKind::Gateway),
+                (Scope::Status, WriteKind::ListenerSet),
                 (Scope::Spec, WriteKind::Service),
                 (Scope::Spec, WriteKind::Deployment),
                 (Scope::Spec, WriteKind::DaemonSet),
@@ -234,8 +240,11 @@ mod tests {
         let Op::Apply(class) = &ops[0].1 else { panic!() };
         assert_eq!(class["apiVersion"], "gateway.networking.k8s.io/v1");
         assert_eq!(class["metadata"], json!({ "name": "stunner" }), "cluster-scoped: no namespace");
-        let Op::Apply(svc) = &ops[2].1 else { panic!() };
+        let Op::Apply(ls) = &ops[2].1 else { panic!() };
+        assert_eq!((&ls["apiVersion"], &ls["kind"]), (&json!("gateway.networking.k8s.io/v1"), &json!("ListenerSet")));
+        assert_eq!(ls["metadata"], json!({ "name": "ls", "namespace": "tenant" }));
+        let Op::Apply(svc) = &ops[3].1 else { panic!() };
         assert_eq!((&svc["apiVersion"], &svc["kind"]), (&json!("v1"), &json!("Service")));
-        assert_eq!((&ops[3].1, &ops[4].1), (&Op::Delete, &Op::Delete));
+        assert_eq!((&ops[4].1, &ops[5].1), (&Op::Delete, &Op::Delete));
     }
 }

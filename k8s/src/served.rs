@@ -4,7 +4,8 @@
 //! Gateway API v1.6 graduated UDPRoute and TCPRoute to `v1`; v1.7's standard channel serves
 //! them as `v1` only, its experimental channel as `v1` and `v1alpha2`, and older bundles as
 //! `v1alpha2` only. ReferenceGrant is `v1` since v1.5 and `v1beta1` before (both served for a
-//! while). All versions are views of one stored object, so a kind is watched through one
+//! while). ListenerSet is `v1` since v1.5 (GEP-1713), and not served before: it is watched
+//! only while served. All versions are views of one stored object, so a kind is watched through one
 //! version at a time: the newest served, else not at all. Installing or
 //! upgrading the CRDs under a running operator changes the answer; [`follow`] notices within
 //! [`POLL_PERIOD`] (at once when a watch asks, see [`Recheck`]) and says what changed in one
@@ -22,10 +23,11 @@ pub(crate) const POLL_PERIOD: Duration = Duration::from_secs(5);
 
 /// The kinds served in more than one version: each with its plural and its versions, the
 /// preferred first.
-const VERSIONED: [(Kind, &str, &[&str]); 3] = [
+const VERSIONED: [(Kind, &str, &[&str]); 4] = [
     (Kind::GatewayUdpRoute, "udproutes", &["v1", "v1alpha2"]),
     (Kind::GatewayTcpRoute, "tcproutes", &["v1", "v1alpha2"]),
     (Kind::ReferenceGrant, "referencegrants", &["v1", "v1beta1"]),
+    (Kind::ListenerSet, "listenersets", &["v1"]),
 ];
 /// Every group version discovery is asked about.
 const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha2"];

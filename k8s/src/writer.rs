@@ -437,6 +437,7 @@ mod tests {
                     deployment: Owned::Keep,
                     daemon_set: Owned::Keep,
                     invalid_config: None,
+                    listener_sets: Default::default(),
                 },
             );
         }

@@ -1225,3 +1225,63 @@ async fn stunnerd_at_stunner_git_head_relays_tcp_allocations_to_tcproute_backend
     daemon.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A tenant's ListenerSet (issue #58, GEP-1713) adds a TURN-TLS listener with the tenant's own
+/// certificate to a shared Gateway that admits ListenerSets (`allowedListeners: All`): stunnerd
+/// opens it under its rendered name and a TLS client, verifying the tenant's certificate,
+/// relays through it to the backend of the tenant's route, which names the ListenerSet.
+#[tokio::test]
+async fn stunnerd_serves_a_turn_tls_listener_a_tenants_listener_set_added() {
+    if !interop_built() {
+        return;
+    }
+    let _one = STUNNERD.lock().await;
+    let ports = ports::free_ports(2);
+    let (udp, tls) = (ports[0], ports[1]);
+    let (crt, key) = self_signed().await;
+    let auth = Auth::Static { user: "user-1", password: "pass-1" };
+    let dir = manifests("listenerset", &auth, &[("udp-listener", "UDP", udp)], None);
+    let shared =
+        gateway_yaml(&[("udp-listener", "UDP", udp)]) + "  allowedListeners:\n    namespaces:\n      from: All\n";
+    std::fs::write(dir.join("gateway.yaml"), shared).unwrap();
+    let tenant = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tenant-cert\n  namespace: tenant\ntype: kubernetes.io/tls\n\
+         stringData:\n  tls.crt: |\n{}  tls.key: |\n{}---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: ListenerSet\nmetadata:\n  name: tls\n  namespace: tenant\n\
+         spec:\n  parentRef:\n    name: udp-gateway\n    namespace: stunner\n  listeners:\n    - name: turn-tls\n      \
+         port: {tls}\n      protocol: TURN-TLS\n      tls:\n        certificateRefs:\n          - name: tenant-cert\n---\n\
+         apiVersion: stunner.l7mp.io/v1\nkind: StaticService\nmetadata:\n  name: media\n  namespace: tenant\n\
+         spec:\n  prefixes:\n    - \"127.0.0.1/32\"\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\nmetadata:\n  name: media\n  namespace: tenant\n\
+         spec:\n  parentRefs:\n    - kind: ListenerSet\n      name: tls\n      sectionName: turn-tls\n  rules:\n    \
+         - backendRefs:\n        - group: stunner.l7mp.io\n          kind: StaticService\n          name: media\n",
+        indent(&crt),
+        indent(&key)
+    );
+    std::fs::write(dir.join("tenant.yaml"), tenant).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &crt).unwrap();
+    let backend = echo_backend().await;
+
+    let daemon = Daemon::start(&dir, "127.0.0.1:0").await;
+    let mut sd = Stunnerd::start(&daemon.addr).await;
+    sd.wait_ready().await;
+    let (code, status) = health("/status").await.expect("stunnerd /status");
+    assert_eq!(code, 200, "{status}");
+    assert!(status.contains("stunner/udp-gateway/turn-tls-"), "the tenant's listener in {status}");
+
+    let ok = |t, port| Probe::new(t, port).user("user-1", "pass-1");
+    // Verified against the tenant's certificate: stunnerd serves the tenant's Secret.
+    ok("tls", tls)
+        .arg("--ca")
+        .arg(ca.to_str().unwrap())
+        .relays("TLS allocation through the ListenerSet", &sd, backend)
+        .await;
+    ok("udp", udp).relays("the Gateway's own listener still relays", &sd, backend).await;
+    sd.assert_running();
+    assert_eq!(count(&sd.log, "Could not reconcile"), 0, "{}", tail(&sd.log));
+
+    sd.stop().await;
+    daemon.kill().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,5 +1,5 @@
 //! ReferenceGrants: whether an object may refer to one in another namespace (a route to its
-//! backend, a Gateway to the Secret of a listener's certificate), and which objects a grant's
+//! backend, a Gateway or a ListenerSet to the Secret of a listener's certificate), and which objects a grant's
 //! change can affect.
 //!
 //! A grant lives in the namespace of the objects it opens up. Its referrers are found through
@@ -11,7 +11,8 @@ use super::{GATEWAY_API_GROUP, Index, Kind, ObjRef, ObjectKey};
 use crate::resources::{GROUP, ReferenceGrantFrom, ReferenceGrantTo};
 
 /// The kinds a grant's `from` entry can name: those that refer across namespaces.
-const FROM_KINDS: [Kind; 4] = [Kind::UdpRoute, Kind::GatewayUdpRoute, Kind::GatewayTcpRoute, Kind::Gateway];
+const FROM_KINDS: [Kind; 5] =
+    [Kind::UdpRoute, Kind::GatewayUdpRoute, Kind::GatewayTcpRoute, Kind::Gateway, Kind::ListenerSet];
 /// The kinds a grant's `to` entry can name: those referred to across namespaces.
 const TO_KINDS: [Kind; 3] = [Kind::Service, Kind::StaticService, Kind::Secret];
 
@@ -23,6 +24,7 @@ pub(crate) fn group_kind(kind: Kind) -> Option<(&'static str, &'static str)> {
         Kind::GatewayUdpRoute => Some((GATEWAY_API_GROUP, "UDPRoute")),
         Kind::GatewayTcpRoute => Some((GATEWAY_API_GROUP, "TCPRoute")),
         Kind::Gateway => Some((GATEWAY_API_GROUP, "Gateway")),
+        Kind::ListenerSet => Some((GATEWAY_API_GROUP, "ListenerSet")),
         Kind::Service => Some(("", "Service")),
         Kind::StaticService => Some((GROUP, "StaticService")),
         Kind::Secret => Some(("", "Secret")),
@@ -87,6 +89,9 @@ impl Index {
         match self.route_store(kind) {
             Some(routes) => routes.in_namespace(ns).map(|(k, _)| k.clone()).collect(),
             None if kind == Kind::Gateway => self.gateways().in_namespace(ns).map(|(k, _)| k.clone()).collect(),
+            None if kind == Kind::ListenerSet => {
+                self.listener_sets().in_namespace(ns).map(|(k, _)| k.clone()).collect()
+            }
             None => Vec::new(),
         }
     }

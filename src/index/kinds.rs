@@ -24,8 +24,8 @@ use super::referrers::Referrers;
 use super::store::Store;
 use crate::resources::redact;
 use crate::resources::{
-    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayTcpRoute, GatewayUdpRoute, ReferenceGrant, StaticService,
-    UdpRoute,
+    Dataplane, Gateway, GatewayClass, GatewayConfig, GatewayTcpRoute, GatewayUdpRoute, ListenerSet, ReferenceGrant,
+    StaticService, UdpRoute,
 };
 use hashbrown::HashMap;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -382,4 +382,8 @@ kinds! {
     /// Gateway API `ReferenceGrant`: which cross-namespace backend references are allowed
     /// (read with `--enforce-reference-grants` only).
     ReferenceGrant(ReferenceGrant) in reference_grants by udproute, also "v1";
+    /// Gateway API `ListenerSet` (`v1`, GEP-1713): listeners a Gateway that allows them takes
+    /// in beside its own (watched while served). Upstream has no controller for it; it counts
+    /// for `gateway`, whose listeners it extends.
+    ListenerSet(ListenerSet) in listener_sets by gateway;
 }

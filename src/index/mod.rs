@@ -36,8 +36,8 @@ pub use key::{KeyView, ObjectKey};
 pub use kinds::{Index, Kind, KindVisitor, ObjRef, ROUTE_KINDS, Resource, Wire, content_digest};
 pub use lookup::ObjRefView;
 pub use refs::{
-    GATEWAY_API_GROUP, backend_target, class_config, effective_config, gateway_config, node_external_address,
-    parent_gateway, relay_discovery_enabled,
+    GATEWAY_API_GROUP, backend_target, class_config, effective_config, gateway_config, listener_set_gateway,
+    node_external_address, parent_gateway, parent_listener_set, relay_discovery_enabled,
 };
 pub use scheduling::{Unschedulable, schedulable};
 pub use store::Store;

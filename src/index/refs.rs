@@ -6,7 +6,7 @@
 
 use super::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, ROUTE_KINDS, Resource};
 use crate::keys::{ENABLE_RELAY_ADDRESS_DISCOVERY, RELATED_GATEWAY_NAME};
-use crate::resources::{BackendRef, GROUP, Gateway, GatewayClass, ParentReference, UdpRoute};
+use crate::resources::{BackendRef, GROUP, Gateway, GatewayClass, ListenerSet, ParentReference, UdpRoute};
 use k8s_openapi::api::core::v1::Node;
 
 /// The Gateway API group, the default group of a parentRef.
@@ -17,6 +17,24 @@ pub fn parent_gateway<'a>(route_namespace: &'a str, p: &'a ParentReference) -> O
     let group_ok = p.group.as_deref().is_none_or(|g| g == GATEWAY_API_GROUP);
     let kind_ok = p.kind.as_deref().is_none_or(|k| k == "Gateway");
     (group_ok && kind_ok).then(|| KeyView::new(p.namespace.as_deref().unwrap_or(route_namespace), &p.name))
+}
+
+/// The ListenerSet a route's parentRef names, if it names one (kind `ListenerSet`, the
+/// Gateway API group).
+pub fn parent_listener_set<'a>(route_namespace: &'a str, p: &'a ParentReference) -> Option<KeyView<'a>> {
+    let group_ok = p.group.as_deref().is_none_or(|g| g == GATEWAY_API_GROUP);
+    (group_ok && p.kind.as_deref() == Some("ListenerSet"))
+        .then(|| KeyView::new(p.namespace.as_deref().unwrap_or(route_namespace), &p.name))
+}
+
+/// The Gateway a ListenerSet's `parentRef` names, if it names a Gateway (the one kind of
+/// parent the Gateway API defines for it).
+pub fn listener_set_gateway(ls: &ListenerSet) -> Option<KeyView<'_>> {
+    let p = &ls.spec.parent_ref;
+    let group_ok = p.group.as_deref().is_none_or(|g| g == GATEWAY_API_GROUP);
+    let kind_ok = p.kind.as_deref().is_none_or(|k| k == "Gateway");
+    let namespace = p.namespace.as_deref().or(ls.metadata.namespace.as_deref()).unwrap_or_default();
+    (group_ok && kind_ok).then(|| KeyView::new(namespace, &p.name))
 }
 
 /// The Service or StaticService a backendRef names, if it is one of those.
@@ -96,13 +114,12 @@ fn annotated_gateway(r: &Resource) -> Option<ObjRef> {
 }
 
 fn route_refs(ns: &str, route: &UdpRoute) -> Vec<ObjRef> {
-    let parents = route.spec.parent_refs.iter().filter_map(|p| parent_gateway(ns, p));
+    let parents = route.spec.parent_refs.iter().filter_map(|p| {
+        let gateway = parent_gateway(ns, p).map(|k| ObjRef::new(Kind::Gateway, k.to_owned()));
+        gateway.or_else(|| Some(ObjRef::new(Kind::ListenerSet, parent_listener_set(ns, p)?.to_owned())))
+    });
     let backends = route.spec.rules.iter().flat_map(|r| &r.backend_refs).filter_map(|b| backend_target(ns, b));
-    parents
-        .map(|k| ObjRef::new(Kind::Gateway, k.to_owned()))
-        .chain(backends)
-        .chain([ObjRef::new(Kind::Namespace, ObjectKey::cluster(ns))])
-        .collect()
+    parents.chain(backends).chain([ObjRef::new(Kind::Namespace, ObjectKey::cluster(ns))]).collect()
 }
 
 /// What an object depends on (its edges in the reference graph).
@@ -132,6 +149,16 @@ pub(super) fn forward_refs(r: &Resource) -> Vec<ObjRef> {
         }
         Resource::UdpRoute(route) | Resource::GatewayUdpRoute(route) | Resource::GatewayTcpRoute(route) => {
             route_refs(ns, route)
+        }
+        // Its Gateway, its certificates' Secrets, and its Namespace (whose labels the Gateway's
+        // `allowedListeners` selector reads).
+        Resource::ListenerSet(ls) => {
+            let gateway = listener_set_gateway(ls).map(|k| ObjRef::new(Kind::Gateway, k.to_owned()));
+            let certs = ls.spec.listeners.iter().filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref()).flatten();
+            let secrets =
+                certs.map(|c| ObjRef::new(Kind::Secret, ObjectKey::new(c.namespace.as_deref().unwrap_or(ns), &c.name)));
+            let namespace = ObjRef::new(Kind::Namespace, ObjectKey::cluster(ns));
+            gateway.into_iter().chain(secrets).chain([namespace]).collect()
         }
         Resource::Service(_) | Resource::Deployment(_) => annotated_gateway(r).into_iter().collect(),
         Resource::EndpointSlice(s) => {
@@ -178,8 +205,19 @@ impl Index {
                     self.walk(&ObjRef::new(Kind::GatewayConfig, c), dirty);
                 }
                 referrers(Kind::Gateway).into_iter().for_each(|gw| self.mark_gateway(&gw, dirty));
+                self.walk_listener_sets(referrers(Kind::ListenerSet), dirty);
             }
             Kind::Gateway => self.mark_gateway(&r.key, dirty),
+            // Its Gateway renders its listeners; the routes naming it get their status there.
+            Kind::ListenerSet => {
+                self.references(r)
+                    .iter()
+                    .filter(|p| p.kind == Kind::Gateway)
+                    .for_each(|gw| self.mark_gateway(&gw.key, dirty));
+                for kind in ROUTE_KINDS {
+                    referrers(kind).into_iter().for_each(|k| self.mark_route(&ObjRef::new(kind, k), dirty));
+                }
+            }
             // A route masks (or stops masking) the routes of later kinds of the same name.
             Kind::UdpRoute | Kind::GatewayUdpRoute | Kind::GatewayTcpRoute => {
                 for kind in ROUTE_KINDS.into_iter().skip_while(|k| *k != r.kind) {
@@ -191,6 +229,7 @@ impl Index {
                     referrers(kind).into_iter().for_each(|k| self.mark_route(&ObjRef::new(kind, k), dirty));
                 }
                 self.references(r).iter().for_each(|gw| self.mark_gateway(&gw.key, dirty));
+                self.walk_listener_sets(referrers(Kind::ListenerSet), dirty);
             }
             Kind::EndpointSlice | Kind::Endpoints => {
                 self.references(r).to_vec().iter().for_each(|s| self.walk(s, dirty))
@@ -202,6 +241,7 @@ impl Index {
                 for referrer in self.granted_referrers(r) {
                     match referrer.kind {
                         Kind::Gateway => self.mark_gateway(&referrer.key, dirty),
+                        Kind::ListenerSet => self.walk(&referrer, dirty),
                         _ => self.mark_route(&referrer, dirty),
                     }
                 }
@@ -211,8 +251,13 @@ impl Index {
         }
     }
 
-    /// A stored Gateway, its class and the routes that name it (their parent status depends on
-    /// it). The class counts because a deleted Gateway is no longer in the index when it is
+    /// What a change of each of these ListenerSets affects.
+    fn walk_listener_sets(&self, listener_sets: Vec<ObjectKey>, dirty: &mut Dirty) {
+        listener_sets.into_iter().for_each(|ls| self.walk(&ObjRef::new(Kind::ListenerSet, ls), dirty));
+    }
+
+    /// A stored Gateway, its class and the routes that name it or one of its ListenerSets
+    /// (their parent status depends on it). The class counts because a deleted Gateway is no longer in the index when it is
     /// rendered: legacy mode renders per class, and must drop the Gateway's listeners.
     fn mark_gateway(&self, gw: &ObjectKey, dirty: &mut Dirty) {
         let Some(stored) = self.gateways().get(gw) else { return };
@@ -222,15 +267,23 @@ impl Index {
             let referrers = self.referrers(ObjRefView::new(Kind::Gateway, gw), kind);
             dirty.routes.extend(referrers.map(|k| ObjRef::new(kind, k.clone())));
         }
+        for ls in self.referrers(ObjRefView::new(Kind::Gateway, gw), Kind::ListenerSet) {
+            for kind in ROUTE_KINDS {
+                let referrers = self.referrers(ObjRefView::new(Kind::ListenerSet, ls), kind);
+                dirty.routes.extend(referrers.map(|k| ObjRef::new(kind, k.clone())));
+            }
+        }
     }
 
-    /// A stored route and the stored Gateways it names.
+    /// A stored route and the stored Gateways it names, directly or through a ListenerSet.
     fn mark_route(&self, route: &ObjRef, dirty: &mut Dirty) {
         if !self.contains(route) {
             return;
         }
         dirty.routes.insert(route.clone());
-        for parent in self.references(route).iter().filter(|p| p.kind == Kind::Gateway) {
+        let through_sets = self.references(route).iter().filter(|p| p.kind == Kind::ListenerSet);
+        let of_sets = through_sets.flat_map(|ls| self.references(ls)).filter(|p| p.kind == Kind::Gateway);
+        for parent in self.references(route).iter().filter(|p| p.kind == Kind::Gateway).chain(of_sets) {
             if self.contains(parent) {
                 dirty.gateways.insert(parent.key.clone());
             }

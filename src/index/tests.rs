@@ -390,6 +390,7 @@ fn every_kind_counts_for_its_upstream_controller() {
         (Kind::Deployment, "gateway"),
         (Kind::DaemonSet, "gateway"),
         (Kind::ReferenceGrant, "udproute"),
+        (Kind::ListenerSet, "gateway"),
     ];
     assert_eq!(expected.map(|(k, _)| k), Kind::ALL, "one line per kind, in table order");
     for (kind, name) in expected {
@@ -411,4 +412,34 @@ fn digests_follow_content() {
     let mut changed = objects[4].clone();
     changed.meta_mut().labels = Some([("a".to_string(), "b".to_string())].into());
     assert_ne!(changed.digest(), objects[4].digest(), "a label more is another digest");
+}
+
+/// A ListenerSet's change re-renders its Gateway (and the one it names no longer), and with it
+/// the routes naming the ListenerSet; a route naming a ListenerSet re-renders the ListenerSet's
+/// Gateway; the ListenerSet's certificate Secret and Namespace re-render it too.
+#[test]
+fn a_listener_set_marks_its_gateway_and_the_routes_naming_it() {
+    let mut index = fixture();
+    let ls = |gateway: &str| {
+        one(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: ListenerSet\nmetadata: {{name: ls, namespace: tenant}}\n\
+             spec:\n  parentRef: {{name: {gateway}, namespace: ns}}\n  listeners:\n  \
+             - {{name: tls, protocol: TURN-TLS, port: 443, tls: {{certificateRefs: [{{name: tenant-cert}}]}}}}\n"
+        ))
+    };
+    assert_eq!(gws(&index.apply(ls("gw-a"))), ["ns/gw-a"]);
+    let d = index.apply(one(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\nmetadata: {name: via-ls, namespace: tenant}\n\
+         spec: {parentRefs: [{kind: ListenerSet, name: ls}], rules: [{backendRefs: [{name: svc}]}]}\n",
+    ));
+    assert_eq!(gws(&d), ["ns/gw-a"], "the route reaches the ListenerSet's Gateway");
+    let d = index.apply(ls("gw-b"));
+    assert_eq!(gws(&d), ["ns/gw-a", "ns/gw-b"], "the old parent and the new");
+    let route = ObjRef::new(Kind::GatewayUdpRoute, ObjectKey::new("tenant", "via-ls"));
+    assert!(d.routes.contains(&route), "{:?}", d.routes);
+    let secret = one("apiVersion: v1\nkind: Secret\nmetadata: {name: tenant-cert, namespace: tenant}\n");
+    assert_eq!(gws(&index.apply(secret)), ["ns/gw-b"]);
+    let namespace = one("apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant, labels: {t: x}}\n");
+    assert_eq!(gws(&index.apply(namespace)), ["ns/gw-b"]);
+    assert_eq!(gws(&index.delete(Kind::ListenerSet, "tenant", "ls")), ["ns/gw-b"]);
 }

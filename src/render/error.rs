@@ -95,9 +95,9 @@ impl RenderError {
     /// A listener's certificate reference to `secret`, a Secret in another namespace that no
     /// ReferenceGrant there opens to the Gateways of `gateway_namespace`: the message names
     /// the reference and the grant it lacks.
-    pub(crate) fn certificate_not_permitted(secret: &ObjectKey, gateway_namespace: &str) -> Self {
+    pub(crate) fn certificate_not_permitted(secret: &ObjectKey, referrers: &str, namespace: &str) -> Self {
         let message = format!(
-            "certificate reference {secret} not permitted: no ReferenceGrant in namespace {} allows Gateways of namespace {gateway_namespace} to refer to it",
+            "certificate reference {secret} not permitted: no ReferenceGrant in namespace {} allows {referrers} of namespace {namespace} to refer to it",
             secret.namespace
         );
         RenderError { reason: Reason::RefNotPermitted, message, field: None }

@@ -11,6 +11,9 @@ const GATEWAY: &str = "Gateway";
 /// `spec.infrastructure`: labels and annotations reach the generated objects, a
 /// `parametersRef` to a GatewayConfig replaces the class's.
 const GATEWAY_INFRASTRUCTURE: &str = "GatewayInfrastructure";
+/// ListenerSets (GEP-1713): a Gateway's `allowedListeners` admits them, their listeners are
+/// merged into its config and Service, and they and the routes naming them get statuses.
+const LISTENER_SET: &str = "ListenerSet";
 /// Every cross-namespace reference needs a ReferenceGrant: certificates always, route
 /// backends only with `--enforce-reference-grants`.
 const REFERENCE_GRANT: &str = "ReferenceGrant";
@@ -21,7 +24,7 @@ const UDP_ROUTE: &str = "UDPRoute";
 
 /// The features of a class of ours, sorted by name.
 pub(crate) fn supported(settings: &RenderSettings) -> Vec<GatewayClassStatusSupportedFeatures> {
-    let mut names = vec![GATEWAY, GATEWAY_INFRASTRUCTURE, TCP_ROUTE, UDP_ROUTE];
+    let mut names = vec![GATEWAY, GATEWAY_INFRASTRUCTURE, LISTENER_SET, TCP_ROUTE, UDP_ROUTE];
     if settings.enforce_reference_grants {
         names.push(REFERENCE_GRANT);
     }
@@ -40,8 +43,9 @@ mod tests {
     #[test]
     fn reference_grant_is_published_only_while_grants_are_enforced() {
         let off = RenderSettings::default();
-        assert_eq!(names(&off), ["Gateway", "GatewayInfrastructure", "TCPRoute", "UDPRoute"]);
+        assert_eq!(names(&off), ["Gateway", "GatewayInfrastructure", "ListenerSet", "TCPRoute", "UDPRoute"]);
         let on = RenderSettings { enforce_reference_grants: true, ..off };
-        assert_eq!(names(&on), ["Gateway", "GatewayInfrastructure", "ReferenceGrant", "TCPRoute", "UDPRoute"]);
+        let all = ["Gateway", "GatewayInfrastructure", "ListenerSet", "ReferenceGrant", "TCPRoute", "UDPRoute"];
+        assert_eq!(names(&on), all);
     }
 }

@@ -34,11 +34,16 @@ pub(crate) fn label_value(name: &str) -> Cow<'_, str> {
     if name.len() <= MAX_LABEL_VALUE {
         return Cow::Borrowed(name);
     }
-    let digest = Sha256::digest(name.as_bytes());
-    let hex: String = digest.iter().flat_map(|b| [b >> 4, b & 0xf]).take(DIGEST_DIGITS).map(hex_digit).collect();
+    let hex = short_digest(name);
     // Object names are ASCII; a label value must end in an alphanumeric, which the digest does.
     let head = name.get(..MAX_LABEL_VALUE - DIGEST_DIGITS - 1).unwrap_or(name);
     Cow::Owned(format!("{head}-{hex}"))
+}
+
+/// The first 8 hex digits of the SHA-256 of `text`: what tells shortened names apart.
+pub(crate) fn short_digest(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().flat_map(|b| [b >> 4, b & 0xf]).take(DIGEST_DIGITS).map(hex_digit).collect()
 }
 
 fn hex_digit(nibble: u8) -> char {

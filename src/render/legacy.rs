@@ -53,7 +53,8 @@ fn invalidate(
     let gateways = keys.iter().filter_map(|k| {
         let gw = index.gateways().get(k)?;
         let status = Some(gateway::invalid_status(gw, e, settings, now));
-        Some((k.clone(), GatewayOutput { status, ..GatewayOutput::gone(Owned::Keep) }))
+        let listener_sets = gateway::invalid_listener_sets(index, k, gw, e, now);
+        Some((k.clone(), GatewayOutput { status, listener_sets, ..GatewayOutput::gone(Owned::Keep) }))
     });
     LegacyClass { gateways: gateways.collect(), config_map: None, error: Some(e.clone()) }
 }
@@ -96,8 +97,13 @@ pub(crate) fn render_class<'a>(
         listeners.extend(rendered.listeners);
         routes.extend(rendered.routes);
         let (service, tcp_service) = super::services(index, &key, rendered.services, settings);
-        let output =
-            GatewayOutput { status: Some(rendered.status), service, tcp_service, ..GatewayOutput::gone(Owned::Keep) };
+        let output = GatewayOutput {
+            status: Some(rendered.status),
+            service,
+            tcp_service,
+            listener_sets: rendered.listener_sets,
+            ..GatewayOutput::gone(Owned::Keep)
+        };
         out.gateways.insert(key, output);
     }
     let config = StunnerConfig {

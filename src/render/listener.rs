@@ -4,7 +4,7 @@ use super::error::{Reason, RenderError};
 use crate::config::listener_protocol;
 use crate::index::{GATEWAY_API_GROUP, Index, Kind, ObjRef, ObjectKey, group_kind};
 use base64::Engine;
-use gateway_api::gateways::{Gateway, GatewayListeners, GatewayListenersTlsMode};
+use gateway_api::gateways::{GatewayListeners, GatewayListenersTlsMode};
 
 /// The STUNner protocol of a Gateway listener protocol: first upstream's exact, case-sensitive
 /// aliases, then the dataplane's case-insensitive names (so `udp` stays plain `UDP`).
@@ -33,12 +33,16 @@ pub(crate) fn service_protocol(raw: &str) -> Option<&'static str> {
 /// both are marked, no traffic is routed through either). Listeners of unknown protocols
 /// take no port and conflict with none.
 pub(crate) fn conflicts(listeners: &[GatewayListeners]) -> Vec<bool> {
-    let space = |l: &GatewayListeners| Some((service_protocol(&l.protocol)?, l.port));
     let mut users = std::collections::BTreeMap::new();
-    for key in listeners.iter().filter_map(space) {
+    for key in listeners.iter().filter_map(port_space) {
         *users.entry(key).or_insert(0usize) += 1;
     }
-    listeners.iter().map(|l| space(l).is_some_and(|k| users[&k] > 1)).collect()
+    listeners.iter().map(|l| port_space(l).is_some_and(|k| users[&k] > 1)).collect()
+}
+
+/// The port a listener takes in its port space (`UDP` or `TCP`); none for an unknown protocol.
+pub(crate) fn port_space(l: &GatewayListeners) -> Option<(&'static str, i32)> {
+    Some((service_protocol(&l.protocol)?, l.port))
 }
 
 /// The route kinds a listener of a valid protocol can take, in `supportedKinds` order: UDPRoutes
@@ -87,12 +91,13 @@ pub(crate) fn route_kinds(l: &GatewayListeners) -> RouteKinds {
 /// takes no certificate (other protocols, no `tls`, Passthrough, no certificateRefs), else the
 /// first usable reference. Only Secrets the operator would have loaded count: core group and
 /// the exact upper-case TLS protocol names (spec §2.2, §3.8). A reference to a Secret in
-/// another namespace that no ReferenceGrant there opens to the Gateway refuses the listener
-/// (`RefNotPermitted`, naming the reference), whatever the other references: the Gateway API
-/// requires it, and the Secret's key never reaches the config.
+/// another namespace than the listener's object (`holder`: its Gateway or ListenerSet) that no
+/// ReferenceGrant there opens to that object refuses the listener (`RefNotPermitted`, naming
+/// the reference), whatever the other references: the Gateway API requires it, and the
+/// Secret's key never reaches the config.
 pub(crate) fn certificate(
     index: &Index,
-    gw: &Gateway,
+    holder: &ObjRef,
     l: &GatewayListeners,
     proto: &str,
 ) -> Result<Option<(String, String)>, RenderError> {
@@ -103,16 +108,16 @@ pub(crate) fn certificate(
         return Ok(None);
     }
     let loaded = matches!(l.protocol.as_str(), "TLS" | "DTLS" | "TURN-TLS" | "TURN-DTLS");
-    let gw_ns = gw.metadata.namespace.as_deref().unwrap_or_default();
-    let gateway = ObjRef::new(Kind::Gateway, ObjectKey::new(gw_ns, gw.metadata.name.as_deref().unwrap_or_default()));
+    let holder_ns = holder.key.namespace.as_str();
     let secrets: Vec<ObjRef> = refs
         .iter()
         .filter(|r| loaded && r.group.as_deref().is_none_or(str::is_empty))
         .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Secret"))
-        .map(|r| ObjRef::new(Kind::Secret, ObjectKey::new(r.namespace.as_deref().unwrap_or(gw_ns), &r.name)))
+        .map(|r| ObjRef::new(Kind::Secret, ObjectKey::new(r.namespace.as_deref().unwrap_or(holder_ns), &r.name)))
         .collect();
-    if let Some(refused) = secrets.iter().find(|s| !index.reference_permitted(&gateway, s)) {
-        return Err(RenderError::certificate_not_permitted(&refused.key, gw_ns));
+    if let Some(refused) = secrets.iter().find(|s| !index.reference_permitted(holder, s)) {
+        let referrers = if holder.kind == Kind::ListenerSet { "ListenerSets" } else { "Gateways" };
+        return Err(RenderError::certificate_not_permitted(&refused.key, referrers, holder_ns));
     }
     let usable = secrets.iter().find_map(|secret| {
         let data = index.secrets().get(&secret.key)?.data.as_ref()?;

@@ -1,7 +1,7 @@
 //! A listener's status: its conditions (Accepted, Conflicted, ResolvedRefs, Programmed), the
 //! route kinds it supports and the routes attached to it. Built from what the render made of the
 //! listener and the conditions it had, not from the object holding it: a Gateway's listeners
-//! use it now, a ListenerSet's can take the same pieces into its own status type.
+//! and a ListenerSet's (`listener_set`) take the same pieces into their own status types.
 
 use super::conditions::{build, keep_times};
 use super::error::{Reason, RenderError};
@@ -41,6 +41,9 @@ pub(crate) struct ListenerReport {
     pub(crate) outcome: ListenerOutcome,
     /// Shares its port with another listener of its port space (`listener::conflicts`).
     pub(crate) conflicted: bool,
+    /// Gives way to a listener of an earlier object holding its port or its name (a
+    /// ListenerSet's listener, see `listener_set`): the Conflicted reason.
+    pub(crate) outranked: Option<&'static str>,
     pub(crate) kinds: RouteKinds,
     /// The routes accepted on it, each counted once.
     pub(crate) attached: usize,
@@ -49,7 +52,7 @@ pub(crate) struct ListenerReport {
 impl ListenerReport {
     /// Whether the listener is in the dataplane config.
     pub(crate) fn programmed(&self) -> bool {
-        self.outcome == ListenerOutcome::Accepted && !self.conflicted
+        self.outcome == ListenerOutcome::Accepted && !self.conflicted && self.outranked.is_none()
     }
 
     /// The listener's conditions, in upstream's order (Accepted, Conflicted, ResolvedRefs) and
@@ -57,14 +60,22 @@ impl ListenerReport {
     pub(crate) fn conditions(&self, generation: Option<i64>, old: &[Condition], now: &Time) -> Vec<Condition> {
         use ListenerOutcome::*;
         let g = generation;
-        let accepted = match &self.outcome {
-            InvalidProtocol => build("Accepted", "False", "UnsupportedProtocol", "unsupported protocol", g, now),
-            Pending => build("Accepted", "Unknown", "Pending", "pending", g, now),
-            Accepted | InvalidCertificate | CertificateNotPermitted(_) => {
+        let accepted = match (&self.outcome, self.outranked) {
+            (_, Some(reason)) => {
+                build("Accepted", "False", reason, "an earlier listener holds its port or its name", g, now)
+            }
+            (InvalidProtocol, None) => {
+                build("Accepted", "False", "UnsupportedProtocol", "unsupported protocol", g, now)
+            }
+            (Pending, None) => build("Accepted", "Unknown", "Pending", "pending", g, now),
+            (Accepted | InvalidCertificate | CertificateNotPermitted(_), None) => {
                 build("Accepted", "True", "Accepted", "listener accepted", g, now)
             }
         };
-        let conflicted = if self.conflicted {
+        let conflicted = if let Some(reason) = self.outranked {
+            let message = "an earlier listener (the Gateway's, or an older ListenerSet's) holds its port or its name: this one is not served";
+            build("Conflicted", "True", reason, message, g, now)
+        } else if self.conflicted {
             let message = "another listener of the same transport uses the port: neither is served";
             build("Conflicted", "True", "ProtocolConflict", message, g, now)
         } else {
@@ -88,8 +99,11 @@ impl ListenerReport {
                 build("ResolvedRefs", "True", "ResolvedRefs", "listener object references sucessfully resolved", g, now)
             }
         };
-        let programmed = match &self.outcome {
-            Pending => build("Programmed", "Unknown", "Pending", "pending", g, now),
+        let programmed = match (&self.outcome, self.outranked) {
+            (Pending, _) => build("Programmed", "Unknown", "Pending", "pending", g, now),
+            (_, Some(reason)) => {
+                build("Programmed", "False", reason, "listener left out of the dataplane configuration", g, now)
+            }
             _ if self.programmed() => build("Programmed", "True", "Programmed", "listener programmed", g, now),
             _ => build("Programmed", "False", "Invalid", "listener left out of the dataplane configuration", g, now),
         };

@@ -19,6 +19,7 @@ mod gateway;
 mod infrastructure;
 mod legacy;
 mod listener;
+mod listener_set;
 mod listener_status;
 mod owner;
 mod relay;
@@ -35,11 +36,9 @@ pub use service::{parse_port_map, tcp_service_key};
 pub use settings::{DEFAULT_CDS_ADDRESS, DEFAULT_CONTROLLER_NAME, DEFAULT_LABEL_FILTER, DataplaneMode, RenderSettings};
 
 use crate::config::{API_VERSION, StunnerConfig};
-use crate::index::{
-    Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, class_config, effective_config, parent_gateway,
-};
+use crate::index::{Dirty, Index, KeyView, Kind, ObjRef, ObjRefView, ObjectKey, class_config, effective_config};
 use crate::keys::{CONTROLLER_NAME, DISABLE_MANAGED_DATAPLANE, OWNED_BY_LABEL, OWNED_BY_VALUE, RELATED_GATEWAY_NAME};
-use crate::resources::UdpRouteStatus;
+use crate::resources::{ListenerSetStatus, UdpRouteStatus};
 use class::ClassState;
 use gateway::ClusterErrors;
 use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
@@ -80,9 +79,17 @@ pub struct GatewayOutput {
     pub daemon_set: Owned<DaemonSet>,
     /// Set when the Gateway is withdrawn for a fault in its class's GatewayConfig.
     pub invalid_config: Option<InvalidConfig>,
+    /// The new statuses of the ListenerSets naming the Gateway (GEP-1713), by key.
+    pub listener_sets: BTreeMap<ObjectKey, ListenerSetStatus>,
 }
 
 impl GatewayOutput {
+    /// The statuses of the ListenerSets the Gateway's render judged, serialized to be written.
+    pub fn listener_set_statuses(&self) -> impl Iterator<Item = SerializedStatus> + '_ {
+        let object = |key: &ObjectKey| ObjRef::new(Kind::ListenerSet, key.clone());
+        self.listener_sets.iter().map(move |(key, status)| SerializedStatus::new(object(key), status))
+    }
+
     /// Only a CDS config decision; every object and the status left as they are.
     fn gone(config: Owned<StunnerConfig>) -> Self {
         GatewayOutput { config, ..Default::default() }
@@ -299,12 +306,16 @@ struct Rendering<'a, 's> {
 }
 
 impl<'a> Rendering<'a, '_> {
-    /// Hands on a Gateway's results, then its routes' statuses (which its render decided).
+    /// Hands on a Gateway's results, then its routes' statuses (which its render decided),
+    /// those naming one of its ListenerSets included.
     fn gateway(&mut self, key: ObjectKey, output: GatewayOutput) {
         // Borrowed from the index, not from `key`, which the sink takes first.
         let referrers = self.index.all_referrers(ObjRefView::new(Kind::Gateway, &key));
+        let sets = self.index.referrers(ObjRefView::new(Kind::Gateway, &key), Kind::ListenerSet);
+        let index = self.index;
+        let of_sets = sets.flat_map(move |ls| index.all_referrers(ObjRefView::new(Kind::ListenerSet, ls)));
         self.sink.gateway(key, output);
-        for r in referrers.filter(|r| attach::is_route(r.kind)) {
+        for r in referrers.chain(of_sets).filter(|r| attach::is_route(r.kind)) {
             self.route(r.view());
         }
     }
@@ -372,6 +383,7 @@ fn managed_gateway<'a>(
         deployment: dataplane.deployment,
         daemon_set: dataplane.daemon_set,
         invalid_config: None,
+        listener_sets: rendered.listener_sets,
     }
 }
 
@@ -392,11 +404,12 @@ fn invalidated(
         deployment: Owned::Delete,
         daemon_set: Owned::Delete,
         invalid_config: None,
+        listener_sets: gateway::invalid_listener_sets(index, key, gw, e, now),
     }
 }
 
 /// A route's status, if it is ours to report: some parentRef names a stored Gateway of one of
-/// our classes. `cluster_errors` holds the backend errors of the clusters rendered already.
+/// our classes, or a stored ListenerSet of such a Gateway. `cluster_errors` holds the backend errors of the clusters rendered already.
 fn route_status<'a>(
     index: &'a Index,
     r: ObjRefView<'a>,
@@ -406,8 +419,8 @@ fn route_status<'a>(
 ) -> Option<UdpRouteStatus> {
     let route = attach::route(index, r)?;
     let controlled = route.route.spec.parent_refs.iter().any(|p| {
-        let gw = parent_gateway(route.namespace(), p).and_then(|k| index.gateways().lookup(k));
-        gw.is_some_and(|gw| class::is_ours(index, &gw.spec.gateway_class_name, settings))
+        let parent = status::route_parent(index, route.namespace(), p);
+        parent.is_some_and(|parent| class::is_ours(index, &parent.gateway.spec.gateway_class_name, settings))
     });
     if !controlled {
         return None;

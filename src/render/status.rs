@@ -2,15 +2,17 @@
 //! (spec §4.2–§4.4).
 
 use super::address::{PublicAddress, unsupported_address, unusable_address};
-use super::attach::{Route, accepts};
+use super::attach::{Holder, Route, accepts};
 use super::class;
 use super::conditions::{build, keep_times, prune, set};
 use super::error::{Reason, RenderError};
+use super::listener_set;
 use super::settings::RenderSettings;
-use crate::index::{Index, KeyView, Kind, parent_gateway};
-use crate::resources::{ParentReference, RouteParentStatus, UdpRouteStatus};
-use gateway_api::gateways::{Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners};
+use crate::index::{Index, KeyView, Kind, listener_set_gateway, parent_gateway, parent_listener_set};
+use crate::resources::{ListenerSet, ParentReference, RouteParentStatus, UdpRouteStatus};
+use gateway_api::gateways::{Gateway, GatewayListeners, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use std::borrow::Cow;
 
 /// What a render made of a Gateway that was not invalidated.
 pub(crate) struct Programming<'a> {
@@ -43,10 +45,22 @@ pub(crate) fn gateway(
                 None => accepted(&listeners, ctrl, g, now),
             };
             set(&mut conditions, accepted);
+            // Every listener conflicted (or left out otherwise): nothing of the Gateway is
+            // served. Still Accepted, as its listeners are (GEP-2644 marks them Conflicted).
+            let none_programmed = !listeners.is_empty() && !listeners.iter().any(is_programmed);
             let programmed = if none_valid {
                 build("Programmed", "False", "Invalid", "no listener is valid", g, now)
             } else if let Some(refused) = refused {
                 build("Programmed", "False", "Invalid", refused, g, now)
+            } else if none_programmed {
+                build(
+                    "Programmed",
+                    "False",
+                    "Invalid",
+                    "no listener is programmed: each is conflicted or left out",
+                    g,
+                    now,
+                )
             } else if let Some(message) = unusable_address(gw) {
                 build("Programmed", "False", "AddressNotUsable", message, g, now)
             } else if addrs.iter().all(Option::is_some) {
@@ -85,6 +99,11 @@ pub(crate) fn gateway(
         listeners: Some(listeners),
         ..Default::default()
     }
+}
+
+/// Whether a listener's status says it is in the dataplane configuration.
+fn is_programmed(l: &GatewayStatusListeners) -> bool {
+    l.conditions.iter().any(|c| c.type_ == "Programmed" && c.status == "True")
 }
 
 /// Whether a listener's status says it is accepted.
@@ -147,13 +166,14 @@ fn same_status_parent(a: &ParentReference, b: &ParentReference) -> bool {
         && a.section_name == b.section_name
 }
 
-/// A route's status. Each parentRef gets an entry from this controller (in spec order) unless it
-/// names a Gateway of a class not ours (another controller's, or a missing class): that parent
-/// is the other controller's to report (upstream says it "does not exist"). Entries of other
-/// controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error` is the
-/// route's backend error; `masked` the kind of route that hides this one, if any. A parentRef
-/// naming no stored Gateway, or a `sectionName` no listener of it has, gets `NoMatchingParent`;
-/// a parentRef of another group or kind does not name a Gateway at all, whatever its name (see
+/// A route's status. Each parentRef naming a stored Gateway of one of our classes, or a stored
+/// ListenerSet of one, gets an entry from this controller (in spec order); a Gateway of a class
+/// not ours (another controller's, or a missing class) is the other controller's to report,
+/// and a parentRef naming nothing stored (or of another group or kind) is nobody's known: the
+/// Gateway API leaves unresolvable parents out (upstream says they "do not exist"). Entries of
+/// other controllers are kept in front (upstream drops them: quirk 8, fixed). `cluster_error`
+/// is the route's backend error; `masked` the kind of route that hides this one, if any. A
+/// `sectionName` or `port` no listener of the parent has gets `NoMatchingParent` (see
 /// docs/compatibility.md).
 pub(crate) fn route(
     index: &Index,
@@ -170,50 +190,116 @@ pub(crate) fn route(
         old.iter().filter(|p| p.controller_name != settings.controller_name).cloned().collect();
     for p in &r.route.spec.parent_refs {
         let id = KeyView::new(p.namespace.as_deref().unwrap_or(ns), &p.name);
-        let gw = parent_gateway(ns, p).and_then(|k| index.gateways().lookup(k));
+        // A parentRef naming no stored Gateway (or ListenerSet of one) cannot be resolved: no
+        // controller is known to be responsible for it, and the Gateway API leaves such
+        // references out of the route's status. So does one of another group or kind.
+        let Some(parent) = route_parent(index, ns, p) else { continue };
         // Another controller's Gateway (or one of no class yet) is that controller's to report.
-        if gw.is_some_and(|gw| !class::is_ours(index, &gw.spec.gateway_class_name, settings)) {
+        if !class::is_ours(index, &parent.gateway.spec.gateway_class_name, settings) {
             continue;
         }
-        let no_listener =
-            |gw: &Gateway| p.section_name.as_ref().filter(|s| gw.spec.listeners.iter().all(|l| l.name != **s));
-        let accepted = match (gw, gw.and_then(no_listener)) {
+        // A sectionName or port no listener of the parent has (both: no one listener has both).
+        let matches = |(name, l): &(&str, Cow<'_, GatewayListeners>)| {
+            p.section_name.as_ref().is_none_or(|s| s == name) && p.port.is_none_or(|port| port == l.port)
+        };
+        let unmatched = (p.section_name.is_some() || p.port.is_some()) && !parent.listeners().any(|l| matches(&l));
+        let accepted = match unmatched.then(|| no_listener_message(p)) {
             _ if masked.is_some() => build("Accepted", "False", "Pending", masked_message(r.kind), g, now),
-            (None, _) => build("Accepted", "False", "NoMatchingParent", format!("parent {id} does not exist"), g, now),
-            (Some(_), Some(section)) => {
-                let message = format!("parent {id} has no listener {section}");
-                build("Accepted", "False", "NoMatchingParent", message, g, now)
+            Some(what) => build("Accepted", "False", "NoMatchingParent", format!("parent {id} has no {what}"), g, now),
+            None if !parent.admitted => {
+                let message = format!("parent {id} is a ListenerSet its Gateway does not admit");
+                build("Accepted", "False", "NotAllowedByListeners", message, g, now)
             }
-            (Some(gw), None) if gw.spec.listeners.iter().any(|l| accepts(index, gw, l, r.kind, ns, p)) => {
+            None if parent.listeners().any(|(name, l)| accepts(index, parent.holder, name, &l, r.kind, ns, p)) => {
                 build("Accepted", "True", "Accepted", format!("parent {id} accepted the route"), g, now)
             }
-            (Some(_), None) => {
+            None => {
                 build("Accepted", "False", "NotAllowedByListeners", format!("parent {id} rejects the route"), g, now)
             }
         };
-        let resolved = match cluster_error.filter(|_| masked.is_none()) {
-            None => {
-                build("ResolvedRefs", "True", "ResolvedRefs", "all backend references successfully resolved", g, now)
-            }
-            Some(e) => {
-                let (reason, message) = match e.reason {
-                    Reason::InvalidBackendGroup | Reason::InvalidBackendKind => ("InvalidKind", UNRESOLVED),
-                    Reason::RefNotPermitted => ("RefNotPermitted", NOT_PERMITTED),
-                    _ => ("BackendNotFound", UNRESOLVED),
-                };
-                build("ResolvedRefs", "False", reason, message, g, now)
-            }
-        };
-        let mut conditions = vec![accepted, resolved];
-        // The API server stores parentRefs with group and kind defaulted: compare the same way.
-        let previous =
-            old.iter().find(|o| o.controller_name == settings.controller_name && same_status_parent(&o.parent_ref, p));
-        keep_times(previous.map(|o| o.conditions.as_slice()).unwrap_or_default(), &mut conditions);
-        parents.push(RouteParentStatus {
-            parent_ref: status_parent_ref(p),
-            controller_name: settings.controller_name.clone(),
-            conditions,
-        });
+        parents.push(parent_entry(old, p, accepted, cluster_error, masked, settings, g, now));
     }
     UdpRouteStatus { parents }
+}
+
+/// What a parentRef asks for that its parent lacks: a listener of its `sectionName`, on its
+/// `port`, or both.
+fn no_listener_message(p: &ParentReference) -> String {
+    match (&p.section_name, p.port) {
+        (Some(section), Some(port)) => format!("listener {section} on port {port}"),
+        (Some(section), None) => format!("listener {section}"),
+        (None, Some(port)) => format!("listener on port {port}"),
+        (None, None) => "listener".into(),
+    }
+}
+
+/// A stored parent of a route: the Gateway it names, or a ListenerSet and its stored Gateway.
+pub(crate) struct RouteParent<'a> {
+    pub(crate) gateway: &'a Gateway,
+    /// The object whose listeners the parentRef can take.
+    pub(crate) holder: Holder<'a>,
+    /// The ListenerSet, when the parentRef names one.
+    set: Option<&'a ListenerSet>,
+    /// Whether the Gateway takes the object's listeners (a Gateway its own always does).
+    pub(crate) admitted: bool,
+}
+
+impl<'a> RouteParent<'a> {
+    /// The listeners of the object the parentRef names, each with its name there.
+    pub(crate) fn listeners(&self) -> impl Iterator<Item = (&'a str, Cow<'a, GatewayListeners>)> + use<'a> {
+        let own = self.set.is_none().then_some(&self.gateway.spec.listeners).into_iter().flatten();
+        let set = self.set.into_iter().flat_map(|ls| &ls.spec.listeners);
+        let own = own.map(|l| (l.name.as_str(), Cow::Borrowed(l)));
+        own.chain(set.map(|l| (l.name.as_str(), Cow::Owned(listener_set::as_gateway_listener(l)))))
+    }
+}
+
+/// The stored parent parentRef `p` of a route in `route_ns` names, if any.
+pub(crate) fn route_parent<'a>(index: &'a Index, route_ns: &str, p: &ParentReference) -> Option<RouteParent<'a>> {
+    if let Some(gw) = parent_gateway(route_ns, p).and_then(|k| index.gateways().lookup(k)) {
+        return Some(RouteParent { gateway: gw, holder: Holder::gateway(gw), set: None, admitted: true });
+    }
+    let (key, ls) = index.listener_sets().lookup_key_value(parent_listener_set(route_ns, p)?)?;
+    let gateway = index.gateways().lookup(listener_set_gateway(ls)?)?;
+    Some(RouteParent {
+        gateway,
+        holder: Holder { kind: Kind::ListenerSet, key: key.view() },
+        set: Some(ls),
+        admitted: listener_set::allowed(index, gateway, &key.namespace),
+    })
+}
+
+/// A route's status entry for parentRef `p`: `accepted`, and `ResolvedRefs` from its backends.
+#[allow(clippy::too_many_arguments)]
+fn parent_entry(
+    old: &[RouteParentStatus],
+    p: &ParentReference,
+    accepted: Condition,
+    cluster_error: Option<&RenderError>,
+    masked: Option<Kind>,
+    settings: &RenderSettings,
+    g: Option<i64>,
+    now: &Time,
+) -> RouteParentStatus {
+    let resolved = match cluster_error.filter(|_| masked.is_none()) {
+        None => build("ResolvedRefs", "True", "ResolvedRefs", "all backend references successfully resolved", g, now),
+        Some(e) => {
+            let (reason, message) = match e.reason {
+                Reason::InvalidBackendGroup | Reason::InvalidBackendKind => ("InvalidKind", UNRESOLVED),
+                Reason::RefNotPermitted => ("RefNotPermitted", NOT_PERMITTED),
+                _ => ("BackendNotFound", UNRESOLVED),
+            };
+            build("ResolvedRefs", "False", reason, message, g, now)
+        }
+    };
+    let mut conditions = vec![accepted, resolved];
+    // The API server stores parentRefs with group and kind defaulted: compare the same way.
+    let previous =
+        old.iter().find(|o| o.controller_name == settings.controller_name && same_status_parent(&o.parent_ref, p));
+    keep_times(previous.map(|o| o.conditions.as_slice()).unwrap_or_default(), &mut conditions);
+    RouteParentStatus {
+        parent_ref: status_parent_ref(p),
+        controller_name: settings.controller_name.clone(),
+        conditions,
+    }
 }

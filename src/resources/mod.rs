@@ -38,6 +38,9 @@ pub use gateway_api::experimental::udproutes::UdpRoute as GatewayUdpRoute;
 pub use gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus};
 /// Gateway API `gateway.networking.k8s.io/v1` Gateway, and its status.
 pub use gateway_api::gateways::{Gateway, GatewayStatus};
+/// Gateway API `gateway.networking.k8s.io/v1` ListenerSet (GEP-1713): listeners added to a
+/// Gateway whose `spec.allowedListeners` admits them, and its status.
+pub use gateway_api::listenersets::{ListenerSet, ListenerSetStatus};
 
 /// The API group of STUNner's CRDs.
 pub(crate) const GROUP: &str = "stunner.l7mp.io";

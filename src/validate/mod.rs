@@ -4,7 +4,8 @@
 //! Custom resources (STUNner's and the Gateway API's) are checked against the OpenAPI v3
 //! schemas of their CRDs, embedded at build time: STUNner's generated `deploy/crds`, and the
 //! Gateway API experimental CRDs (v1.4.0's Gateway and GatewayClass, v1.7.0's UDPRoute and
-//! TCPRoute, which serve `v1` and `v1alpha2`: vendored data, see `gateway-api/README.md`). On top of
+//! TCPRoute, which serve `v1` and `v1alpha2`, and v1.7.0's ListenerSet: vendored data, see
+//! `gateway-api/README.md`). On top of
 //! that come the rules no schema states: `metadata` names and namespaces ([`meta`]) and a few
 //! CEL rules of the Gateway's listeners ([`rules`]). Built-in kinds get the `metadata` rules
 //! only. Kinds not listed here are not judged (the decoder decides what to do with them).
@@ -48,6 +49,10 @@ const CRDS: &[(&str, &str)] = &[
     ),
     ("gateway.networking.k8s.io_udproutes.yaml", include_str!("gateway-api/gateway.networking.k8s.io_udproutes.yaml")),
     ("gateway.networking.k8s.io_tcproutes.yaml", include_str!("gateway-api/gateway.networking.k8s.io_tcproutes.yaml")),
+    (
+        "gateway.networking.k8s.io_listenersets.yaml",
+        include_str!("gateway-api/gateway.networking.k8s.io_listenersets.yaml"),
+    ),
 ];
 
 /// The built-in kinds the operator reads: (group, version, kind, namespaced, name rule).

@@ -27,6 +27,7 @@ fn every_embedded_schema_compiles() {
         ("gateway.networking.k8s.io", "v1", "UDPRoute"),
         ("gateway.networking.k8s.io", "v1alpha2", "TCPRoute"),
         ("gateway.networking.k8s.io", "v1", "TCPRoute"),
+        ("gateway.networking.k8s.io", "v1", "ListenerSet"),
         ("stunner.l7mp.io", "v1", "GatewayConfig"),
         ("stunner.l7mp.io", "v1", "Dataplane"),
         ("stunner.l7mp.io", "v1", "UDPRoute"),
@@ -36,6 +37,22 @@ fn every_embedded_schema_compiles() {
         assert!(rules.schema.is_some());
     }
     assert!(!reg[&("gateway.networking.k8s.io".into(), "v1".into(), "GatewayClass".into())].namespaced);
+}
+
+/// A ListenerSet's listeners are checked against the v1.7.0 CRD's schema, as a Gateway's are.
+#[test]
+fn a_listener_set_is_judged_by_its_crd() {
+    let ls = |port: &str| {
+        yaml(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: ListenerSet\nmetadata: {{name: ls, namespace: tenant}}\n\
+             spec:\n  parentRef: {{name: gw, namespace: stunner}}\n  listeners:\n  - {{name: tls, port: {port}, protocol: TURN-TLS}}\n"
+        ))
+    };
+    assert_eq!(validate(&ls("443")), Ok(()));
+    assert_eq!(
+        errors(&ls("70000")),
+        ["spec.listeners[0].port: Invalid value: 70000: must be less than or equal to 65535"]
+    );
 }
 
 #[test]

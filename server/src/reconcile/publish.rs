@@ -72,6 +72,10 @@ impl RenderSink for Publisher<'_> {
             }
             Owned::Keep => {}
         }
+        // The ListenerSets' statuses are written as they come: no config waits for them.
+        for status in gw.listener_set_statuses() {
+            self.status(status);
+        }
         self.outputs.mode.write_gateway(&key, &gw, status, self.index);
     }
 
