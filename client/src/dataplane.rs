@@ -2,7 +2,7 @@
 //! default), the JSON of upstream's `StunnerStatus`, which `stunnerctl status` shows.
 
 use crate::cds::Timeouts;
-use crate::cds::http::{Failure, fetch};
+use crate::cds::http::fetch;
 use hyper::StatusCode;
 use serde::Deserialize;
 use std::fmt::Write;
@@ -136,14 +136,9 @@ fn with_stats(config: &impl std::fmt::Display, s: OffloadStats) -> String {
 pub async fn status(addr: &str, timeouts: Timeouts) -> Result<DataplaneStatus, DataplaneError> {
     let url = Url::parse(&format!("http://{addr}/status"))
         .map_err(|e| DataplaneError::Unreachable { addr: addr.into(), reason: e.to_string() })?;
-    let resp = fetch(addr, &url, timeouts).await.map_err(|f| DataplaneError::Unreachable {
-        addr: addr.into(),
-        reason: match f {
-            Failure::Connect(e) => crate::cds::io_reason(&e),
-            Failure::Timeout(after) => format!("no answer within {after:?}"),
-            Failure::Protocol(reason) => reason,
-        },
-    })?;
+    let resp = fetch(addr, &url, timeouts)
+        .await
+        .map_err(|f| DataplaneError::Unreachable { addr: addr.into(), reason: f.reason() })?;
     if resp.status != StatusCode::OK {
         return Err(DataplaneError::Status { addr: addr.into(), status: resp.status.to_string() });
     }

@@ -1,4 +1,4 @@
-//! One-shot GETs, each on a fresh HTTP/1.1 connection.
+//! One-shot GETs (and the WHIP offer's POST), each on a fresh HTTP/1.1 connection.
 //!
 //! Why hyper's connection API and not reqwest: a CDS client makes a request or two per run
 //! against a plain-HTTP server, so a connection pool, redirects, proxies and TLS would be dead
@@ -7,7 +7,7 @@
 //! on loopback.
 
 use super::{ClientError, ServerAddress};
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::StatusCode;
 use hyper::body::Bytes;
 use hyper::header::{CONTENT_TYPE, HOST, USER_AGENT};
@@ -53,6 +53,15 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
+    /// Why, for a message about a server that is not a config discovery server.
+    pub(crate) fn reason(self) -> String {
+        match self {
+            Failure::Connect(e) => super::io_reason(&e),
+            Failure::Timeout(after) => format!("no answer within {after:?}"),
+            Failure::Protocol(reason) => reason,
+        }
+    }
+
     fn for_server(self, server: &ServerAddress) -> ClientError {
         let server = server.to_string();
         match self {
@@ -71,16 +80,44 @@ pub(super) async fn get(server: &ServerAddress, url: &Url, timeouts: Timeouts) -
 /// Connects to `authority` (`host:port`) and GETs `url`: the transport under [`get`], also
 /// for servers that are not config discovery servers (stunnerd's status).
 pub(crate) async fn fetch(authority: &str, url: &Url, timeouts: Timeouts) -> Result<Response, Failure> {
+    exchange(authority, url, None, timeouts).await
+}
+
+/// Connects to `authority` and POSTs `body` of `content_type` to `url` (a WHIP offer).
+pub(crate) async fn post(
+    authority: &str,
+    url: &Url,
+    content_type: &'static str,
+    body: String,
+    timeouts: Timeouts,
+) -> Result<Response, Failure> {
+    exchange(authority, url, Some((content_type, body)), timeouts).await
+}
+
+/// One request on a fresh connection: a GET, or a POST with its content type and body.
+async fn exchange(
+    authority: &str,
+    url: &Url,
+    body: Option<(&'static str, String)>,
+    timeouts: Timeouts,
+) -> Result<Response, Failure> {
     let stream = connect_to(authority, timeouts.connect).await?;
     let exchange = async {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         // The connection task ends with the exchange: the request carries no keep-alive reuse.
         tokio::spawn(conn);
-        let request = hyper::Request::get(&url[Position::BeforePath..])
+        let request = hyper::Request::builder()
+            .uri(&url[Position::BeforePath..])
             .header(HOST, authority)
-            .header(USER_AGENT, concat!("stunner-gateway-client/", env!("CARGO_PKG_VERSION")))
-            .body(Empty::<Bytes>::new())
-            .expect("a GET with a valid URL is a valid request");
+            .header(USER_AGENT, concat!("stunner-gateway-client/", env!("CARGO_PKG_VERSION")));
+        let request = match body {
+            None => request.method(hyper::Method::GET).body(Full::new(Bytes::new())),
+            Some((content_type, body)) => request
+                .method(hyper::Method::POST)
+                .header(CONTENT_TYPE, content_type)
+                .body(Full::new(Bytes::from(body))),
+        }
+        .expect("a request with a valid URL is a valid request");
         let response = sender.send_request(request).await?;
         let status = response.status();
         let json = response

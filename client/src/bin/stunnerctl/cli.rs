@@ -109,7 +109,7 @@ pub enum Command {
         #[arg(short, long, default_value = "")]
         username: String,
         /// Validity of an ephemeral credential: seconds, or a number with s, m, h or d.
-        #[arg(long, value_parser = parse_ttl, default_value = "1d")]
+        #[arg(long, value_parser = parse_duration, default_value = "1d")]
         ttl: Duration,
         /// Print a plain TURN credential ({password, ttl, uris, username}) instead of an ICE
         /// server config.
@@ -129,6 +129,34 @@ pub enum Command {
         #[arg(long)]
         browser: bool,
     },
+    /// Run an ICE test: a WebRTC data channel through a Gateway's TURN listeners to an
+    /// icetester, with rate, loss and RTT, or the stage that failed and what to check.
+    Icetest(IceTestArgs),
+}
+
+/// `stunnerctl icetest [udp|tcp]...`: upstream's flags that this mode uses, and ours.
+#[derive(Debug, Args)]
+pub struct IceTestArgs {
+    /// TURN transports to test: udp, tcp (turn-udp, turn-tcp) [default: udp tcp].
+    pub protocols: Vec<String>,
+    /// Packet rate [pkts/sec], 0 means flood test.
+    #[arg(short = 'r', long, default_value_t = 50)]
+    pub packet_rate: u32,
+    /// Give up after this long: seconds, or a number with s, m, h or d.
+    #[arg(short = 't', long, value_parser = parse_duration, default_value = "5m")]
+    pub timeout: Duration,
+    /// The operator's credential API, HOST[:PORT] (port 8088 by default).
+    #[arg(long)]
+    pub auth_server_address: Option<String>,
+    /// The icetester's WHIP URL, e.g. http://127.0.0.1:8089/whip (ours).
+    #[arg(long)]
+    pub whip_server: Option<String>,
+    /// The Gateway (in --namespace) to test (ours; default: the namespace's first).
+    #[arg(long)]
+    pub gateway: Option<String>,
+    /// How long packets are sent over each transport (ours; upstream sends for 20s).
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    pub duration: Duration,
 }
 
 /// Upstream's flags for reaching dataplane pods.
@@ -178,21 +206,21 @@ impl Output {
     }
 }
 
-/// `90`, `90s`, `15m`, `12h`, `1d`.
-fn parse_ttl(raw: &str) -> Result<Duration, String> {
+/// `90`, `90s`, `15m`, `12h`, `1d`: a TTL or a timeout.
+fn parse_duration(raw: &str) -> Result<Duration, String> {
     let (number, unit) = match raw.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => raw.split_at(i),
         None => (raw, "s"),
     };
-    let n: u64 = number.parse().map_err(|_| format!("invalid TTL '{raw}': expected e.g. 3600, 90m, 12h or 1d"))?;
+    let n: u64 = number.parse().map_err(|_| format!("invalid duration '{raw}': expected e.g. 3600, 90m, 12h or 1d"))?;
     let scale = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => return Err(format!("invalid TTL '{raw}': the unit is s, m, h or d")),
+        _ => return Err(format!("invalid duration '{raw}': the unit is s, m, h or d")),
     };
-    n.checked_mul(scale).filter(|&s| s > 0).map(Duration::from_secs).ok_or_else(|| format!("invalid TTL '{raw}'"))
+    n.checked_mul(scale).filter(|&s| s > 0).map(Duration::from_secs).ok_or_else(|| format!("invalid duration '{raw}'"))
 }
 
 const _: () = assert!(DEFAULT_TTL_SECS == 86_400, "the --ttl default says 1d");
@@ -243,11 +271,11 @@ mod tests {
 
     #[test]
     fn ttls() {
-        assert_eq!(parse_ttl("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_ttl("15m").unwrap(), Duration::from_secs(900));
-        assert_eq!(parse_ttl("1d").unwrap(), Duration::from_secs(DEFAULT_TTL_SECS as u64));
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("1d").unwrap(), Duration::from_secs(DEFAULT_TTL_SECS as u64));
         for bad in ["", "0", "1w", "h", "-1"] {
-            assert!(parse_ttl(bad).is_err(), "{bad}");
+            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 }

@@ -4,7 +4,7 @@
 //! reached through a port-forward, as upstream does. Ours besides: `gateway-status` for the
 //! operator's own statuses, `clients` for its client table, `console` for its web console,
 //! `auth` computed from the served config (no auth service needed), and `--transport grpc` for
-//! the gRPC API with the same output.
+//! the gRPC API with the same output. `icetest` runs a WebRTC data channel through a Gateway.
 //!
 //! Exit status: 0 on success (including a watch ended by Ctrl-C or SIGTERM, and a command that
 //! found nothing, which says so on stderr), 1 on any error, with the message on stderr.
@@ -18,6 +18,7 @@ mod config_cmd;
 mod connect;
 mod console_cmd;
 mod gateway_status_cmd;
+mod icetest_cmd;
 mod jsonpath;
 mod output;
 mod status_cmd;
@@ -60,6 +61,10 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
     if let Command::Status { gateway, pod } = &cli.command {
         config_flags_unused(&cli)?;
         return status_cmd::run(&cli, gateway.as_deref(), pod, &mut printer).await;
+    }
+    if let Command::Icetest(args) = &cli.command {
+        config_flags_unused(&cli)?;
+        return icetest_cmd::run(args, &cli.namespace).await;
     }
     let cds = connect::cds(&cli).await?;
     let result = match &cli.command {
@@ -113,7 +118,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
             let id = gateway.as_deref().map(|name| ConfigId::new(cli.namespace.clone(), name));
             console_cmd::run(&cds, id.as_ref(), *browser).await
         }
-        Command::Status { .. } => unreachable!("handled above"),
+        Command::Status { .. } | Command::Icetest(_) => unreachable!("handled above"),
     };
     result.map_err(|e| cds.explain(e))
 }

@@ -1,0 +1,188 @@
+//! `stunnerctl icetest` without a cluster, as the README shows it: the standalone daemon on the
+//! quickstart manifests with its credential API on, upstream's real stunnerd running the
+//! Gateway's config from the CDS, and the `icetester` as a local process, all on loopback. The
+//! test makes a WebRTC data channel through the Gateway's TURN-UDP and TURN-TCP listeners and
+//! must report statistics with the relayed and the tester's candidates, with static and with
+//! ephemeral credentials from the credential API; with the Gateway's
+//! credentials changed under it (the dataplane still runs the old ones) it must fail at the
+//! allocation, name it, and exit non-zero.
+//!
+//! Needs the workspace's `stunnerctl` and `icetester` (`cargo test --workspace` builds them next
+//! to the daemon) and tests/interop's stunnerd; without the latter it skips with a notice
+//! (with `CI` set it fails instead).
+
+#[path = "support/daemon.rs"]
+mod daemon;
+#[path = "../../tests/support/external.rs"]
+mod external;
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
+use daemon::{Daemon, eventually, http_get, quickstart_copy};
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A binary of the workspace, built next to the daemon by `cargo test --workspace`.
+fn workspace_bin(name: &str) -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_stunner-gateway-operator")).with_file_name(name);
+    assert!(bin.exists(), "{} is missing: run the tests with --workspace (scripts/test does)", bin.display());
+    bin
+}
+
+/// The quickstart with its TURN listeners on `turn_port` and a Dataplane that binds no fixed
+/// port (no health check, no metrics endpoint), so that suites running at once do not collide.
+fn manifests(turn_port: u16) -> PathBuf {
+    let dir = quickstart_copy("icetest-standalone");
+    let gateway = std::fs::read_to_string(dir.join("gateway.yaml")).unwrap();
+    assert_eq!(gateway.matches("port: 3478").count(), 2, "the quickstart's two listeners");
+    std::fs::write(dir.join("gateway.yaml"), gateway.replace("port: 3478", &format!("port: {turn_port}"))).unwrap();
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+    let class =
+        class.replace("enableMetricsEndpoint: true", "enableMetricsEndpoint: false\n  disableHealthCheck: true");
+    assert!(class.contains("disableHealthCheck: true"));
+    std::fs::write(dir.join("gatewayclass.yaml"), class).unwrap();
+    dir
+}
+
+fn stunnerd(stunnerd: &Path, config: &str) -> Child {
+    Command::new(stunnerd)
+        .args(["--id", "stunner/udp-gateway", "-c", config])
+        .args(if config.starts_with("http") { &["-w"][..] } else { &[][..] })
+        .env("STUNNER_ADDR", "127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// The icetester on an ephemeral loopback port, and its WHIP URL from its first line.
+async fn icetester() -> (Child, String) {
+    let mut child = Command::new(workspace_bin("icetester"))
+        .args(["--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(LIMIT, lines.next_line()).await.expect("the tester starts").unwrap().unwrap();
+    let url = line.rsplit(' ').next().unwrap().to_string();
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/whip"), "{line}");
+    (child, url)
+}
+
+async fn icetest(auth: &str, whip: &str, protocols: &[&str]) -> (Output, String) {
+    let run = Command::new(workspace_bin("stunnerctl"))
+        .args(["-n", "stunner", "icetest", "--auth-server-address", auth, "--whip-server", whip])
+        .args(["--gateway", "udp-gateway", "--duration", "2s", "--timeout", "60s"])
+        .args(protocols)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), run).await.expect("icetest ends").unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, stdout)
+}
+
+/// Both TURN listeners accept: stunnerd runs the config.
+async fn listening(turn_port: u16) {
+    eventually("stunnerd serves the Gateway's TURN-TCP listener", LIMIT, async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", turn_port)).await.is_ok()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refused_credentials() {
+    let how = "run tests/interop/build.sh (scripts/test does)";
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/bin/stunnerd");
+    let Some(stunnerd_bin) = external::built(bin, how) else { return };
+    let [turn_port, auth_port] = ports::free_ports(2)[..] else { unreachable!() };
+    let dir = manifests(turn_port);
+    let auth = format!("127.0.0.1:{auth_port}");
+    let d = Daemon::start(&dir, 0, &["--auth-bind-address", &auth]).await;
+    let mut watching = stunnerd(&stunnerd_bin, &format!("http://{}", d.addr));
+    listening(turn_port).await;
+    let (_tester, whip) = icetester().await;
+
+    let (out, stdout) = icetest(&auth, &whip, &["udp", "tcp"]).await;
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    println!("{stdout}");
+    for stage in [
+        "Initializing... completed",
+        "Checking installation... completed",
+        "Checking Gateway... completed",
+        "Running asymmetric ICE test over TURN-UDP... completed",
+        "Running asymmetric ICE test over TURN-TCP... completed",
+    ] {
+        assert!(stdout.contains(stage), "{stage:?} in {stdout}");
+    }
+    let stats: Vec<&str> = stdout.lines().filter(|l| l.starts_with("\tStatistics: rate=")).collect();
+    assert_eq!(stats.len(), 2, "{stdout}");
+    for line in stats {
+        // At 50 pps for 2 s about 100 packets go out and come back over loopback.
+        let loss = line.split("loss=").nth(1).unwrap().split("pkts").next().unwrap();
+        let (lost, sent) = loss.split_once('/').unwrap();
+        let (lost, sent): (u64, u64) = (lost.parse().unwrap(), sent.parse().unwrap());
+        assert!(sent >= 50 && lost * 10 <= sent, "{line}");
+        assert!(line.contains("RTT:mean=") && line.contains("/P99="), "{line}");
+    }
+    // Ours is the relayed address stunnerd hands out; the tester's the host one it echoes from.
+    assert_eq!(stdout.matches("\t  * udp4 relay 127.0.0.1:").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("\t  * udp4 host 127.0.0.1:").count(), 2, "{stdout}");
+
+    // Ephemeral auth: the credential API hands out a time-windowed username and its HMAC,
+    // which stunnerd (following the change) checks against the shared secret.
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+    let static_auth = "authType: static\n  userName: \"user-1\"\n  password: \"pass-1\"";
+    assert!(class.contains(static_auth), "{class}");
+    let ephemeral = class.replace(static_auth, "authType: ephemeral\n  sharedSecret: \"icetest-secret\"");
+    std::fs::write(dir.join("gatewayclass.yaml"), &ephemeral).unwrap();
+    eventually("the operator serves the ephemeral config", LIMIT, async || {
+        http_get(&d.addr, "/api/v1/configs/stunner/udp-gateway").await.1.contains("icetest-secret")
+    })
+    .await;
+    // stunnerd applies it a moment after the operator serves it: a bounded few tries.
+    let mut tries = Vec::new();
+    for _ in 0..5 {
+        let (out, stdout) = icetest(&auth, &whip, &["udp"]).await;
+        if out.status.success() {
+            assert!(stdout.contains("Running asymmetric ICE test over TURN-UDP... completed"), "{stdout}");
+            break;
+        }
+        tries.push(stdout);
+    }
+    assert!(tries.len() < 5, "ephemeral credentials never relayed: {tries:#?}");
+    std::fs::write(dir.join("gatewayclass.yaml"), &class).unwrap();
+    eventually("the operator serves static auth again", LIMIT, async || {
+        http_get(&d.addr, "/api/v1/configs/stunner/udp-gateway").await.1.contains("pass-1")
+    })
+    .await;
+
+    // The credentials change under the test: the operator serves pass-2 while the dataplane
+    // still runs pass-1 (a config file that is not followed).
+    let (status, config) = http_get(&d.addr, "/api/v1/configs/stunner/udp-gateway").await;
+    assert_eq!(status, 200, "{config}");
+    // Killed and reaped: its listeners are closed before the pinned one binds them.
+    watching.kill().await.unwrap();
+    let pinned = dir.with_extension("stunnerd.json");
+    std::fs::write(&pinned, &config).unwrap();
+    let _pinned = stunnerd(&stunnerd_bin, &format!("file://{}", pinned.display()));
+    listening(turn_port).await;
+    let class = std::fs::read_to_string(dir.join("gatewayclass.yaml")).unwrap();
+    std::fs::write(dir.join("gatewayclass.yaml"), class.replace("pass-1", "pass-2")).unwrap();
+    eventually("the credential API hands out the new password", LIMIT, async || {
+        http_get(&auth, "/ice?service=turn&namespace=stunner&gateway=udp-gateway").await.1.contains("pass-2")
+    })
+    .await;
+    let (out, stdout) = icetest(&auth, &whip, &["udp"]).await;
+    let _ = std::fs::remove_file(&pinned);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("Running asymmetric ICE test over TURN-UDP... error"), "{stdout}");
+    assert!(stdout.contains("Error: \"credentials refused"), "{stdout}");
+    assert!(stdout.contains("Diagnostics: check the Gateway's credentials"), "{stdout}");
+    assert!(!stdout.contains("Statistics:"), "{stdout}");
+}
