@@ -66,6 +66,14 @@ pub struct OperatorMetrics {
     /// Objects of the standalone manifests held at their last valid version (not upstream's:
     /// upstream has no standalone mode).
     pub held_objects: Gauge,
+    /// Objects in the index, of every kind (not upstream's: upstream's are controller-runtime's
+    /// caches, which it does not count).
+    pub index_objects: Gauge,
+    /// Objects the index's objects refer to, whether they exist or not (not upstream's).
+    pub index_referred_objects: Gauge,
+    /// The daemon's live tokio tasks, sampled by the render loop (not upstream's: Go's
+    /// `go_goroutines` is the closest).
+    pub tasks: Gauge,
 }
 
 fn duration_histogram() -> Histogram {
@@ -89,6 +97,9 @@ impl Default for OperatorMetrics {
             reconcile_errors: Family::default(),
             active_workers: Family::default(),
             held_objects: Gauge::default(),
+            index_objects: Gauge::default(),
+            index_referred_objects: Gauge::default(),
+            tasks: Gauge::default(),
         }
     }
 }
@@ -152,6 +163,21 @@ impl OperatorMetrics {
             "Objects of the standalone manifests held at their last valid version after an invalid edit",
             self.held_objects.clone(),
         );
+        op.register(
+            "index_objects",
+            "Objects the operator holds in its index, of every kind it watches",
+            self.index_objects.clone(),
+        );
+        op.register(
+            "index_referred_objects",
+            "Objects the index's objects refer to (existing or not), each counted once",
+            self.index_referred_objects.clone(),
+        );
+        op.register(
+            "tasks",
+            "Live tasks of the operator's async runtime, sampled when the render loop runs (at least every 5 s)",
+            self.tasks.clone(),
+        );
         let cr = registry.sub_registry_with_prefix("controller_runtime");
         cr.register("reconcile", "Total number of reconciliations per controller", self.reconcile_total.clone());
         cr.register(
@@ -196,6 +222,9 @@ mod tests {
             "stunner_gateway_operator_generation 0",
             "stunner_gateway_operator_generation_last_acked -1",
             "stunner_gateway_operator_held_objects 0",
+            "stunner_gateway_operator_index_objects 0",
+            "stunner_gateway_operator_index_referred_objects 0",
+            "stunner_gateway_operator_tasks 0",
             "# TYPE stunner_gateway_operator_operator_loop_last_active_timestamp_seconds gauge",
             "controller_runtime_reconcile_total{controller=\"gateway\",result=\"success\"} 1",
         ] {

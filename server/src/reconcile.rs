@@ -99,6 +99,7 @@ impl Reconciler {
                 self.render_dirty();
                 self.coalescer.rendered(Instant::now());
             }
+            self.sample_sizes();
         }
         self
     }
@@ -130,6 +131,16 @@ impl Reconciler {
             let now = Time(k8s_openapi::jiff::Timestamp::now());
             stunner_gateway::render::finalize(&self.index, &self.settings, &now)
         });
+    }
+
+    /// What the daemon holds, for its gauges: the index's sizes and the runtime's live tasks.
+    fn sample_sizes(&self) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let sizes = self.index.sizes();
+        let metrics = &self.outputs.metrics;
+        metrics.index_objects.set(gauge(sizes.objects));
+        metrics.index_referred_objects.set(gauge(sizes.referred));
+        metrics.tasks.set(gauge(tokio::runtime::Handle::current().metrics().num_alive_tasks()));
     }
 
     fn count(&self, result: ReconcileResult) {

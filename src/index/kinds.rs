@@ -330,6 +330,11 @@ macro_rules! kinds {
                     $(Kind::$variant => self.$field.contains_key(&r.key),)*
                 }
             }
+
+            /// The objects of every kind.
+            pub(super) fn len(&self) -> usize {
+                0 $(+ self.$field.len())*
+            }
         }
 
         impl Index {

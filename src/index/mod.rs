@@ -44,6 +44,15 @@ pub use store::Store;
 
 use k8s_openapi::api::core::v1::Node;
 
+/// What [`Index::sizes`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexSizes {
+    /// Objects stored, of every kind.
+    pub objects: usize,
+    /// Objects some stored object refers to (the reverse references' keys).
+    pub referred: usize,
+}
+
 impl Index {
     pub fn new() -> Self {
         Self::default()
@@ -113,6 +122,13 @@ impl Index {
 
     pub fn contains(&self, r: &ObjRef) -> bool {
         self.stores.contains(r)
+    }
+
+    /// The objects stored, of every kind, and the objects referred to (some of which may not
+    /// exist): what the index holds, which a long-running daemon shows so that its growth can
+    /// be told from the cluster's (`stunner_gateway_operator_index_objects`).
+    pub fn sizes(&self) -> IndexSizes {
+        IndexSizes { objects: self.stores.len(), referred: self.reverse.len() }
     }
 
     /// The objects of kind `kind` that refer to `target`, in key order.

@@ -79,6 +79,11 @@ impl<T> Store<T> {
         self.objects.is_empty()
     }
 
+    /// The objects stored.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
     pub(super) fn insert(&mut self, key: ObjectKey, object: Box<T>) {
         if let Some(old) = self.objects.get_mut(&key) {
             *old = object;

@@ -443,3 +443,19 @@ fn a_listener_set_marks_its_gateway_and_the_routes_naming_it() {
     assert_eq!(gws(&index.apply(namespace)), ["ns/gw-b"]);
     assert_eq!(gws(&index.delete(Kind::ListenerSet, "tenant", "ls")), ["ns/gw-b"]);
 }
+
+#[test]
+fn sizes_count_what_is_stored_and_referred_to_and_come_back_down_on_deletion() {
+    let mut index = fixture();
+    let objects = decode(FIXTURE);
+    // The routes and the slice refer to Gateways, backends and a Service; the Gateway to its
+    // Secret and class; the class to its config, the config to its Secret.
+    let full = index.sizes();
+    assert_eq!(full.objects, objects.len());
+    assert!(full.referred > 0);
+    for r in &objects {
+        let key = r.key();
+        drop(index.delete(r.kind(), &key.namespace, &key.name));
+    }
+    assert_eq!(index.sizes(), IndexSizes { objects: 0, referred: 0 }, "nothing is left of deleted objects");
+}

@@ -164,6 +164,24 @@ async fn quiet_loop() -> Loop {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_gauges_follow_the_index_and_the_runtime() {
+    // In a cluster, where the operator's own objects reach the index only from the watchers.
+    let (l, _writer) = Loop::start_in_cluster();
+    l.send(Input::Changes(quickstart())).await;
+    l.send(Input::Synced).await;
+    tokio::time::sleep(THROTTLE * 2).await;
+    // The quickstart: a class, its GatewayConfig and Dataplane, a Gateway, a route; the loop
+    // itself is a task of the runtime.
+    let objects = quickstart().len() as i64;
+    assert_eq!(l.metrics.index_objects.get(), objects);
+    assert!(l.metrics.index_referred_objects.get() > 0);
+    assert!(l.metrics.tasks.get() >= 1);
+    let deletions = quickstart().iter().map(|c| Change::Delete(c.seen().0)).collect();
+    l.send(Input::Changes(deletions)).await;
+    assert_eq!((l.metrics.index_objects.get(), l.metrics.index_referred_objects.get()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_isolated_change_is_rendered_at_once() {
     let l = quiet_loop().await;
     let (before, sent) = (l.renders(), Instant::now());

@@ -643,6 +643,11 @@ impl Operator {
         log[log.len().saturating_sub(n)..].join("\n")
     }
 
+    /// The process's id, for what a test reads of it in `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the operator runs")
+    }
+
     /// The process's resident memory (VmRSS), in KiB.
     pub fn rss_kib(&self) -> u64 {
         let pid = self.child.id().expect("the operator runs");
