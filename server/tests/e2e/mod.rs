@@ -643,6 +643,11 @@ impl Operator {
         log[log.len().saturating_sub(n)..].join("\n")
     }
 
+    /// The process's id while it runs (a benchmark reads its /proc files).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// The process's resident memory (VmRSS), in KiB.
     pub fn rss_kib(&self) -> u64 {
         let pid = self.child.id().expect("the operator runs");
