@@ -22,6 +22,8 @@ mod e2e;
 mod report;
 #[path = "support/standalone.rs"]
 mod standalone;
+#[path = "support/upstream.rs"]
+mod upstream;
 
 use e2e::*;
 use futures_util::StreamExt;
@@ -30,7 +32,6 @@ use serde_json::json;
 use standalone::{Standalone, quickstart_dir};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use stunner_gateway::config::StunnerConfig;
 use tokio::sync::mpsc;
@@ -275,75 +276,12 @@ async fn noop_applies(report: &mut Report, cluster: &Cluster, password: &str, ap
     sample.row(report, "no-op apply", "floor: no-op server-side apply", "cluster", "API write requested");
 }
 
-/// Upstream's operator, built from `STUNNER_OPERATOR_GIT`'s HEAD into `scratch` (at low
-/// priority: the benchmark itself runs at normal priority); returns the binary and a note on
-/// how it was built.
-fn build_upstream(git_dir: &str, scratch: &Path) -> (PathBuf, String) {
-    let src = scratch.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    let mut archive = std::process::Command::new("git")
-        .args(["--git-dir", git_dir, "archive", "HEAD"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("git");
-    let untar = std::process::Command::new("tar")
-        .args(["-x", "-C", src.to_str().unwrap()])
-        .stdin(archive.stdout.take().unwrap())
-        .status()
-        .expect("tar");
-    let archived = archive.wait().expect("git archive");
-    assert!(archived.success() && untar.success(), "exporting {git_dir}");
-    let bin = scratch.join("manager");
-    // The first attempt's errors are shown only if the second fails too.
-    let go_build = |errors: Stdio| {
-        std::process::Command::new("nice")
-            .args(["-n", "10", "go", "build", "-o", bin.to_str().unwrap(), "."])
-            .current_dir(&src)
-            .env("GOFLAGS", "-mod=mod")
-            .env("GONOSUMDB", "github.com/l7mp/stunner")
-            .stderr(errors)
-            .status()
-            .expect("go on PATH")
-            .success()
-    };
-    if go_build(Stdio::null()) {
-        return (bin, String::new());
-    }
-    // Its pinned STUNner (often an untagged commit) may not be in reach of the module proxy:
-    // then the release our Go harnesses use.
-    let interop = std::fs::read_to_string(repo_root().join("tests/interop/go.mod")).unwrap();
-    let stunner = interop
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("github.com/l7mp/stunner "))
-        .expect("tests/interop/go.mod requires github.com/l7mp/stunner")
-        .trim()
-        .to_string();
-    eprintln!("change_latency: building the upstream operator against github.com/l7mp/stunner {stunner}");
-    let replace = format!("github.com/l7mp/stunner=github.com/l7mp/stunner@{stunner}");
-    let edited =
-        std::process::Command::new("go").args(["mod", "edit", "-replace", &replace]).current_dir(&src).status();
-    assert!(edited.is_ok_and(|s| s.success()) && go_build(Stdio::inherit()), "go build of the upstream operator");
-    (bin, format!(", built against stunner {stunner}"))
-}
-
 async fn cluster_go(report: &mut Report, git_dir: &str, changes: usize) {
     let Some(cluster) = quickstart_cluster("change-latency-go").await else { return };
-    let (bin, note) = build_upstream(git_dir, &cluster.dir.0.join("upstream"));
+    let (bin, note) = upstream::build(git_dir, &cluster.dir.0.join("upstream"));
     let cds: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let log = std::fs::File::create(cluster.dir.0.join("upstream.log")).unwrap();
-    let mut child = tokio::process::Command::new(&bin)
-        .args(["--config-discovery-address", &cds.to_string(), "--metrics-bind-address", "0"])
-        .args(["--health-probe-bind-address", "0", "--zap-log-level", "error"])
-        .env("KUBECONFIG", cluster.api.admin_kubeconfig())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the upstream operator");
-    let version =
-        std::process::Command::new("git").args(["--git-dir", git_dir, "describe", "--always", "--tags"]).output();
-    let version = version.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let mut child = upstream::start(&bin, &cluster.api.admin_kubeconfig(), cds, &cluster.dir.0.join("upstream.log"));
+    let version = upstream::version(git_dir);
     cluster_changes(report, &cluster, cds, &format!("Go operator ({version}{note})"), changes).await;
     let _ = child.kill().await;
 }
@@ -364,9 +302,8 @@ fn main() {
         println!("|---|---|---|---|---|---|---|---|");
         standalone(report, &ours, label, changes).await;
         cluster_ours(report, &ours, label, changes).await;
-        match std::env::var("STUNNER_OPERATOR_GIT") {
-            Ok(git_dir) if !git_dir.is_empty() => cluster_go(report, &git_dir, changes).await,
-            _ => eprintln!("change_latency: STUNNER_OPERATOR_GIT is not set: the Go operator's figures are skipped"),
+        if let Some(git_dir) = upstream::git_dir("change_latency", "the Go operator's figures are") {
+            cluster_go(report, &git_dir, changes).await;
         }
         println!();
         burst(report, &ours, label, if full { 1000 } else { 50 }).await;
