@@ -245,7 +245,12 @@ async fn missing_gateway_and_bad_usage_fail_with_a_reason() {
 #[tokio::test]
 async fn console_prints_the_url_the_server_answers() {
     use stunner_gateway_operator::console::Console;
-    let s = Server::start_with(Console { statuses: Default::default(), charts: Default::default() }).await;
+    let s = Server::start_with(Console {
+        statuses: Default::default(),
+        charts: Default::default(),
+        dataplane_metrics: None,
+    })
+    .await;
     s.store.upsert(config("ns1/gw-a"));
     assert_eq!(ok(&stunnerctl(&s.url(), &["console"]).await), format!("{}/ui/\n", s.url()));
     let page = ok(&stunnerctl(&s.url(), &["console", "-n", "ns1", "gw-a"]).await);

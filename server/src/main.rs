@@ -20,6 +20,7 @@ use stunner_gateway_operator::auth::{self, AuthApi, AuthMetrics};
 use stunner_gateway_operator::cli::Args;
 use stunner_gateway_operator::console::Console;
 use stunner_gateway_operator::console::charts::Charts;
+use stunner_gateway_operator::console::scrape::Scraper;
 use stunner_gateway_operator::metrics::OperatorMetrics;
 use stunner_gateway_operator::pipeline::{self, Outputs};
 use stunner_gateway_operator::pprof;
@@ -102,6 +103,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     serve_auth(&args, store.clone(), auth_metrics, &serving, &stop_admin, &mut tasks)?;
 
     let settings = render_settings(&args, &mode, &namespace);
+    // The console reads the dataplane pods' metrics endpoints only where they are pods.
+    let dataplane_metrics = matches!(mode, Mode::Cluster(..)).then(Scraper::default);
     let (tx, rx) = mpsc::channel(64);
     let outputs = Outputs {
         store: store.clone(),
@@ -117,7 +120,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let follow = source.start(mode, &args, namespace, dataplane_pods).await?;
 
     let stages = Stages { readiness, shutdown, stop_writing, stop_admin, finalize: args.enable_finalizer };
-    let console = Console { statuses, charts };
+    let console = Console { statuses, charts, dataplane_metrics };
     let cds = Cds { listener: cds_listener, store, settings: cds_settings, console };
     stages.serve(cds, reconciler, follow, tasks).await
 }

@@ -158,7 +158,8 @@ async fn chromium_shows_a_gateway_and_follows_a_change_live() {
 }
 
 /// Without a browser: every page is plain HTML that reads in `curl`, unknown pages are 404s,
-/// and the event stream says when something changed.
+/// and the event stream says when something changed. In standalone mode the Gateway page
+/// says it reads no dataplane's metrics (tests/e2e_console_traffic.rs: a cluster's does).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_read_as_plain_html() {
     let dir = quickstart_copy("console-plain");
@@ -169,6 +170,7 @@ async fn pages_read_as_plain_html() {
     let (status, page) = http_get(&d.addr, "/ui/gateways/stunner/udp-gateway").await;
     assert_eq!(status, 200);
     assert!(page.contains("<td class=\"reason\">Programmed</td>") && !page.contains("pass-1"), "{page}");
+    assert!(page.contains("id=\"traffic-note\">Read in cluster mode only: in standalone mode"), "{page}");
     assert_eq!(http_get(&d.addr, "/ui/gateways/stunner/nope").await.0, 404);
     assert_eq!(http_get(&d.addr, "/ui/clients").await.0, 200);
     let (status, js) = http_get(&d.addr, "/ui/assets/console.js").await;
@@ -210,7 +212,7 @@ async fn pages_take_the_config_lists_authorization_and_bound_event_streams() {
         max_connections: 64,
         ..Default::default()
     };
-    let console = Console { statuses: Default::default(), charts: Default::default() };
+    let console = Console { statuses: Default::default(), charts: Default::default(), dataplane_metrics: None };
     let shutdown = tokio_util::sync::CancellationToken::new();
     tokio::spawn(serve(listener, store, settings, console, shutdown.clone()));
 

@@ -5,6 +5,7 @@
 mod e2e;
 
 use e2e::*;
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -459,6 +460,45 @@ spec:
 "#;
 
 /// The ports of a Service, sorted.
+/// A listener's port changes: the Gateway's Service keeps the node port the API server
+/// allocated for the listener's port (upstream merges ports by name and keeps it), also after
+/// the renders the change's write sets off. Any change to how the Service's ports are
+/// rendered or written must keep this (issue #62: the render carries the allocated node port
+/// over, which is why a new Service is written twice today).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateways_service_keeps_its_node_port_over_a_port_change() {
+    let Some(cluster) = Cluster::start("managed-node-port").await else { return };
+    quickstart(&cluster).await;
+    let op = cluster.operator("node-port", &[]).await;
+    wait_quickstart_statuses(&cluster).await;
+    let udp_node_port = |o: &kube::api::DynamicObject, port: i64| {
+        let ports = o.data["spec"]["ports"].as_array().cloned().unwrap_or_default();
+        ports.iter().find(|p| p["name"] == "udp-listener" && p["port"] == port).and_then(|p| p["nodePort"].as_i64())
+    };
+    let service = wait_object(&cluster.admin, "v1", "Service", Some(NS), "udp-gateway", "node ports", |o| {
+        udp_node_port(o, 3478).is_some()
+    })
+    .await;
+    let node_port = udp_node_port(&service, 3478).unwrap();
+    settle(&cluster.admin, &QUICKSTART_WRITTEN).await;
+
+    let gateways = api_for(&cluster.admin, GW, "Gateway", Some(NS)).await;
+    let listeners = json!({"spec": {"listeners": [
+        {"name": "udp-listener", "port": 3479, "protocol": "UDP"},
+        {"name": "tcp-listener", "port": 3478, "protocol": "TCP"},
+    ]}});
+    gateways.patch("udp-gateway", &PatchParams::default(), &Patch::Merge(&listeners)).await.unwrap();
+    let service = wait_object(&cluster.admin, "v1", "Service", Some(NS), "udp-gateway", "the new port", |o| {
+        udp_node_port(o, 3479).is_some()
+    })
+    .await;
+    assert_eq!(udp_node_port(&service, 3479), Some(node_port), "the node port is kept over the port change");
+    settle(&cluster.admin, &QUICKSTART_WRITTEN).await;
+    let service = get(&cluster.admin, "v1", "Service", Some(NS), "udp-gateway").await.unwrap();
+    assert_eq!(udp_node_port(&service, 3479), Some(node_port), "and after the renders that follow it");
+    op.assert_no_rbac_denials();
+}
+
 async fn service_ports(c: &kube::Client, name: &str, ports: &[i64]) -> kube::api::DynamicObject {
     wait_object(c, "v1", "Service", Some(NS), name, "its ports", |o| {
         let mut have: Vec<i64> =

@@ -2,6 +2,8 @@
 //! is rendered on the server ([`pages`], with the escaping builder [`html`]) from one reading
 //! of the operator's state ([`view`]): the CDS store, the status board and the client table.
 //! The embedded script only follows `/ui/events` ([`events`]) and swaps in a fresh `<main>`.
+//! In a cluster a Gateway's page also shows its dataplanes' traffic ([`traffic`]), read from
+//! their metrics endpoints ([`scrape`], [`exposition`]).
 //! Everything is in the binary: no CDN, works offline.
 //!
 //! Pages hand out what the config lists do (credentials, masked unless `?reveal=1`, by
@@ -12,9 +14,12 @@
 
 pub mod charts;
 pub mod events;
+pub mod exposition;
 pub mod html;
 pub mod mask;
 pub mod pages;
+pub mod scrape;
+pub mod traffic;
 pub mod view;
 
 use crate::status::StatusBoard;
@@ -36,6 +41,8 @@ pub struct Console {
     pub statuses: Arc<StatusBoard>,
     /// The histograms `/metrics` serves that the overview charts.
     pub charts: charts::Charts,
+    /// Reads the dataplanes' metrics endpoints for the Gateway pages: in a cluster only.
+    pub dataplane_metrics: Option<scrape::Scraper>,
 }
 
 /// The console's handlers' state: the CDS's and the console's own.
@@ -110,7 +117,9 @@ async fn gateway(
         return refused;
     }
     let id = ConfigId::new(namespace, name);
-    match pages::gateway(&shared.state(), &id, reveal) {
+    let state = shared.state();
+    let traffic = traffic::read(shared.console.dataplane_metrics.as_ref(), &state, &id).await;
+    match pages::gateway(&state, &id, reveal, &traffic) {
         Some(page) => html(StatusCode::OK, page),
         None => api::text_error(StatusCode::NOT_FOUND, &format!("no Gateway {id}")),
     }

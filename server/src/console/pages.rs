@@ -5,6 +5,7 @@
 use super::charts;
 use super::html::Html;
 use super::mask;
+use super::traffic;
 use super::view::{Dataplane, GatewayRow, Programmed, State};
 use stunner_gateway::cds::{Condition, ConfigId, ObjectStatus};
 use stunner_gateway::proto;
@@ -104,8 +105,9 @@ fn gateway_href(id: &ConfigId) -> String {
     format!("/ui/gateways/{}/{}", encode(&id.namespace), encode(&id.name))
 }
 
-/// `/ui/gateways/<ns>/<name>`: one Gateway whole. `reveal` shows the config's credentials.
-pub fn gateway(state: &State, id: &ConfigId, reveal: bool) -> Option<String> {
+/// `/ui/gateways/<ns>/<name>`: one Gateway whole, with its dataplanes' `traffic` as read.
+/// `reveal` shows the config's credentials.
+pub fn gateway(state: &State, id: &ConfigId, reveal: bool, traffic: &traffic::Shown) -> Option<String> {
     let row = state.gateways().into_iter().find(|r| &r.id == id)?;
     let mut h = Html::new();
     h.element("h1", &[], &format!("Gateway {id}"));
@@ -133,6 +135,7 @@ pub fn gateway(state: &State, id: &ConfigId, reveal: bool) -> Option<String> {
         status_block(&mut h, route);
     }
     dataplanes(&mut h, state.dataplanes(id), row.version.as_deref());
+    traffic::section(&mut h, traffic);
     h.element("h2", &[], "Config");
     match snapshot {
         None => {
@@ -363,7 +366,7 @@ mod tests {
                 }],
             },
         };
-        let page = gateway(&state, &id, false).unwrap();
+        let page = gateway(&state, &id, false, &traffic::Shown::Standalone).unwrap();
         let age = format!("<time class=\"age\" datetime=\"{earlier}\" title=\"{earlier}\">3m ago</time>");
         for cell in [
             format!("<td class=\"sent\" data-state=\"current\"><span class=\"version\">{v}</span>{age}</td>"),
