@@ -26,7 +26,11 @@ pub(crate) fn matches(
     match (op, live) {
         // Absent means deleted only for kinds the watchers see.
         (Op::Delete, None) if target.kind.watched().is_some() => Some(None),
-        (Op::Apply(body), Some(live)) if owned.is_some_and(|fields| fields.is_set_by(body)) => {
+        (Op::Apply(body), Some(live)) => {
+            let body = &body.value();
+            if !owned?.is_set_by(body) {
+                return None;
+            }
             let value = live.to_value().ok()?;
             let found = match target.scope {
                 Scope::Spec => contains(&value, body),
@@ -85,13 +89,24 @@ mod tests {
             FieldSet::parse(&json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:type": {}}})).unwrap();
         let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gw", "namespace": "ns", "labels": {"a": "1"}},
             "spec": {"type": "LoadBalancer"}});
-        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Apply(body.clone())), Some(Some("42".into())));
+        assert_eq!(
+            matches(Some(&live), Some(&ours), &target, &Op::Apply(body.clone().into())),
+            Some(Some("42".into()))
+        );
         let other = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"type": "NodePort"}});
-        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Apply(other)), None, "another value");
+        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Apply(other.into())), None, "another value");
         let fewer = json!({"spec": {"type": "LoadBalancer"}});
-        assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Apply(fewer)), None, "a label we set is removed");
-        assert_eq!(matches(Some(&live), None, &target, &Op::Apply(body.clone())), None, "not ours: written once");
-        assert_eq!(matches(None, Some(&ours), &target, &Op::Apply(body)), None);
+        assert_eq!(
+            matches(Some(&live), Some(&ours), &target, &Op::Apply(fewer.into())),
+            None,
+            "a label we set is removed"
+        );
+        assert_eq!(
+            matches(Some(&live), None, &target, &Op::Apply(body.clone().into())),
+            None,
+            "not ours: written once"
+        );
+        assert_eq!(matches(None, Some(&ours), &target, &Op::Apply(body.into())), None);
         assert_eq!(matches(None, None, &target, &Op::Delete), Some(None), "already gone");
         assert_eq!(matches(Some(&live), Some(&ours), &target, &Op::Delete), None);
     }

@@ -116,8 +116,40 @@ pub struct Target {
 /// A write: a server-side apply of this body, or a delete.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
-    Apply(Value),
+    Apply(Body),
     Delete,
+}
+
+/// A server-side apply body, kept as its JSON text until it is sent. The writer sends one
+/// request at a time, so after a start every Gateway's Service, Deployment and status wait in
+/// its queue at once: as `Value` trees (a map node and a `String` per field, ~40 KiB for a
+/// Gateway's Deployment and Service) they were most of the operator's peak heap, and the peak
+/// is what stays resident (BENCHMARKS.md "Cluster scale"); as text, ~3 KiB. A body is parsed
+/// again only to be sent, or compared with what the watchers show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Body(Box<str>);
+
+impl Body {
+    /// `object` as JSON text (`None` if it does not serialize).
+    pub(crate) fn of(object: &impl serde::Serialize) -> Option<Body> {
+        serde_json::to_string(object).ok().map(|text| Body(text.into_boxed_str()))
+    }
+
+    /// The body as a `Value` again.
+    pub(crate) fn value(&self) -> Value {
+        serde_json::from_str(&self.0).expect("a body's own JSON reads back")
+    }
+
+    /// The JSON text.
+    pub(crate) fn text(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Value> for Body {
+    fn from(value: Value) -> Body {
+        Body(value.to_string().into_boxed_str())
+    }
 }
 
 /// Every write `output` asks for, in no particular order: the queue writes in [`Target`]
@@ -179,13 +211,13 @@ pub fn status_op(status: SerializedStatus) -> Option<(Target, Op)> {
         "metadata": metadata,
         "status": status,
     });
-    Some((Target { scope: Scope::Status, kind, key }, Op::Apply(body)))
+    Some((Target { scope: Scope::Status, kind, key }, Op::Apply(body.into())))
 }
 
 /// The rendered object is the desired state as a whole; its owner reference is already in it.
 fn owned_op<T: serde::Serialize>(kind: WriteKind, key: &ObjectKey, owned: &Owned<T>) -> Option<(Target, Op)> {
     let op = match owned {
-        Owned::Apply(obj) => Op::Apply(serde_json::to_value(obj).ok()?),
+        Owned::Apply(obj) => Op::Apply(Body::of(obj)?),
         Owned::Delete => Op::Delete,
         Owned::Keep => return None,
     };
@@ -238,13 +270,32 @@ mod tests {
             "statuses first"
         );
         let Op::Apply(class) = &ops[0].1 else { panic!() };
+        let class = class.value();
         assert_eq!(class["apiVersion"], "gateway.networking.k8s.io/v1");
         assert_eq!(class["metadata"], json!({ "name": "stunner" }), "cluster-scoped: no namespace");
         let Op::Apply(ls) = &ops[2].1 else { panic!() };
+        let ls = ls.value();
         assert_eq!((&ls["apiVersion"], &ls["kind"]), (&json!("gateway.networking.k8s.io/v1"), &json!("ListenerSet")));
         assert_eq!(ls["metadata"], json!({ "name": "ls", "namespace": "tenant" }));
         let Op::Apply(svc) = &ops[3].1 else { panic!() };
+        let svc = svc.value();
         assert_eq!((&svc["apiVersion"], &svc["kind"]), (&json!("v1"), &json!("Service")));
         assert_eq!((&ops[4].1, &ops[5].1), (&Op::Delete, &Op::Delete));
+    }
+
+    /// A queued apply keeps its body as the JSON text it is sent as, not as a `Value` tree
+    /// (see [`Body`]), and reads back as the object.
+    #[test]
+    fn an_apply_body_is_kept_as_json_text() {
+        let mut deployment = k8s_openapi::api::apps::v1::Deployment::default();
+        deployment.metadata.name = Some("gw".into());
+        deployment.metadata.labels = Some([("app".to_string(), "stunner".to_string())].into());
+        let Some((_, Op::Apply(body))) =
+            owned_op(WriteKind::Deployment, &ObjectKey::new("ns", "gw"), &Owned::Apply(&deployment))
+        else {
+            panic!("an apply");
+        };
+        assert_eq!(body.text(), serde_json::to_string(&deployment).unwrap());
+        assert_eq!(body.value(), serde_json::to_value(&deployment).unwrap());
     }
 }

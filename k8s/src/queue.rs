@@ -53,7 +53,7 @@ pub(crate) struct Queue {
 /// A 64-bit digest of a write: a collision (odds 2^-64 per object) would skip one write.
 fn digest(op: &Op) -> u64 {
     match op {
-        Op::Apply(body) => content_digest(body),
+        Op::Apply(body) => content_digest(body.text()),
         Op::Delete => content_digest("delete"), // no object body serialises to a bare string
     }
 }
@@ -227,7 +227,7 @@ mod tests {
     }
 
     fn apply(n: i64) -> Op {
-        Op::Apply(json!({ "n": n }))
+        Op::Apply(json!({ "n": n }).into())
     }
 
     #[test]
@@ -308,7 +308,7 @@ mod tests {
 
     fn labelled(keys: &[&str]) -> Op {
         let labels: serde_json::Map<_, _> = keys.iter().map(|k| (k.to_string(), json!("v"))).collect();
-        Op::Apply(json!({ "metadata": { "name": "gw", "labels": labels } }))
+        Op::Apply(json!({ "metadata": { "name": "gw", "labels": labels } }).into())
     }
 
     #[test]

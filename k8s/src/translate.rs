@@ -89,9 +89,12 @@ impl Tracker {
             now.insert(key, rv);
         }
         let gone = self.known.keys().filter(|k| !now.contains_key(*k));
-        let deletes: Vec<Change> = gone.map(|k| Change::Delete(ObjRef::new(self.kind, k.clone()))).collect();
+        // Deletes first; moved, not cloned: a first list's objects are the index's whole
+        // content, and a copy of them doubled the start's peak.
+        let mut deletes: Vec<Change> = gone.map(|k| Change::Delete(ObjRef::new(self.kind, k.clone()))).collect();
         self.known = now;
-        [deletes, changes].concat()
+        deletes.append(&mut changes);
+        deletes
     }
 }
 

@@ -336,11 +336,11 @@ impl Sink for KubeSink {
         let name = target.key.name.as_str();
         let apply = PatchParams::apply(FIELD_MANAGER).force();
         let result = match (op, target.scope) {
-            (Op::Apply(body), Scope::Spec) => api.patch(name, &apply, &Patch::Apply(body)).await.map(version),
+            (Op::Apply(body), Scope::Spec) => api.patch(name, &apply, &Patch::Apply(body.value())).await.map(version),
             (Op::Apply(body), Scope::Status) => {
                 // A route's status goes through the served version, which may not be the
                 // table's that `ops` wrote into the body.
-                let mut body = body.clone();
+                let mut body = body.value();
                 body["apiVersion"] = resource.api_version.as_str().into();
                 api.patch_status(name, &apply, &Patch::Apply(body)).await.map(version)
             }
@@ -402,7 +402,7 @@ mod tests {
                 .iter()
                 .filter(|(t, _)| t.kind == WriteKind::Service)
                 .map(|(_, op)| match op {
-                    Op::Apply(v) => v["metadata"]["labels"]["v"].as_str().unwrap_or("").to_string(),
+                    Op::Apply(v) => v.value()["metadata"]["labels"]["v"].as_str().unwrap_or("").to_string(),
                     Op::Delete => "delete".into(),
                 })
                 .collect()
