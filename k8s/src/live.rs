@@ -4,8 +4,10 @@
 //!
 //! A server-side apply sets the fields of its body, removes the fields our field manager set
 //! before and no longer sets, and leaves everyone else's alone. So the live object matches
-//! when our manager owns exactly the fields the body sets ([`FieldSet::is_set_by`]) and the
-//! object contains the body's values: every map entry of the body present with a matching
+//! when the body still sets every field our manager owns ([`FieldSet::is_kept_by`]: it
+//! removes none) and the object contains the body's values (so a field the body sets that
+//! we do not own yet, such as a node port the API server allocated and the render carries
+//! over, changes nothing either): every map entry of the body present with a matching
 //! value, lists matched element by element. Fields the API server normalises (e.g.
 //! quantities) may fail to match; that only costs a write that changes nothing.
 
@@ -28,7 +30,7 @@ pub(crate) fn matches(
         (Op::Delete, None) if target.kind.watched().is_some() => Some(None),
         (Op::Apply(body), Some(live)) => {
             let body = &body.value();
-            if !owned?.is_set_by(body) {
+            if !owned?.is_kept_by(body) {
                 return None;
             }
             let value = live.to_value().ok()?;

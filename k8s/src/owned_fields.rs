@@ -106,10 +106,13 @@ impl FieldSet {
         })
     }
 
-    /// Whether applying `body` (a whole apply configuration) would own exactly these fields.
-    /// The object's identity (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`) is
-    /// never part of a field set.
-    pub(crate) fn is_set_by(&self, body: &Value) -> bool {
+    /// Whether applying `body` (a whole apply configuration) would remove none of these
+    /// fields: it sets each of them, and perhaps more, which it would then own too. Where the
+    /// object already holds the values of those others (the API server filled them in: a
+    /// Service's node ports, which the render carries over once it sees them), the apply
+    /// would change nothing (issue #62). The object's identity (`apiVersion`, `kind`,
+    /// `metadata.name`, `metadata.namespace`) is never part of a field set.
+    pub(crate) fn is_kept_by(&self, body: &Value) -> bool {
         let Value::Object(top) = body else { return false };
         let mut fields = top.clone();
         fields.remove("apiVersion");
@@ -126,24 +129,17 @@ impl FieldSet {
         top.covers(&Value::Object(fields))
     }
 
+    /// Whether `body` sets every field of this set (a field it sets beyond them is not one
+    /// it would remove).
     fn covers(&self, body: &Value) -> bool {
         match (self, body) {
-            (FieldSet::Leaf, _) => true,
-            // The element itself, nothing in it: a body that sets something below it sets a
-            // field this set does not own.
-            (FieldSet::Member, Value::Object(_) | Value::Array(_)) => is_zero_below(body),
-            (FieldSet::Member, _) => true,
+            // The element itself (`.`), or a leaf: set wherever the body has the node.
+            (FieldSet::Leaf | FieldSet::Member, _) => true,
             (FieldSet::Fields(owned), Value::Object(set)) => {
-                // A field the body sets to a zero value may be absent from the set: the API
-                // server drops such values where the type omits them when empty.
-                let set_fields = set.iter().filter(|(_, v)| !v.is_null());
-                set_fields.clone().all(|(k, v)| owned.get(k).map_or_else(|| is_zero(v), |node| node.covers(v)))
-                    && owned.keys().all(|k| set.get(k).is_some_and(|v| !v.is_null()))
+                // Each owned field set (not null), and what is owned below it.
+                owned.iter().all(|(k, node)| set.get(k).is_some_and(|v| !v.is_null() && node.covers(v)))
             }
             (FieldSet::Items(items), Value::Array(elements)) => {
-                if items.len() != elements.len() {
-                    return false;
-                }
                 let mut taken = vec![false; elements.len()];
                 items.iter().all(|(item, node)| {
                     let found = (0..elements.len()).find(|&i| !taken[i] && item.names(i, &elements[i]));
@@ -166,15 +162,6 @@ impl Item {
             Item::Value(v) => element == v,
             Item::Index(i) => *i == index,
         }
-    }
-}
-
-/// Whether a map or list sets nothing: every field of a map zero (absent from a field set,
-/// as [`FieldSet::covers`] takes them), a list empty.
-fn is_zero_below(v: &Value) -> bool {
-    match v {
-        Value::Object(o) => o.values().all(is_zero),
-        other => is_zero(other),
     }
 }
 
@@ -260,58 +247,58 @@ mod tests {
 
     #[test]
     fn the_same_body_sets_the_same_fields() {
-        assert!(service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), ports(2))));
+        assert!(service_fields().is_kept_by(&service(json!({"a": "1", "b": "2"}), ports(2))));
     }
 
     #[test]
     fn a_field_no_longer_set_is_a_change() {
-        assert!(!service_fields().is_set_by(&service(json!({"a": "1"}), ports(2))), "a label removed");
-        assert!(!service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), ports(1))), "a port removed");
+        assert!(!service_fields().is_kept_by(&service(json!({"a": "1"}), ports(2))), "a label removed");
+        assert!(!service_fields().is_kept_by(&service(json!({"a": "1", "b": "2"}), ports(1))), "a port removed");
         let body = service(json!({"a": "1", "b": "2"}), ports(2));
         let mut no_type = body.clone();
         no_type["spec"].as_object_mut().unwrap().remove("type");
-        assert!(!service_fields().is_set_by(&no_type), "a spec field removed");
+        assert!(!service_fields().is_kept_by(&no_type), "a spec field removed");
         no_type["spec"]["type"] = Value::Null;
-        assert!(!service_fields().is_set_by(&no_type), "null is not set");
+        assert!(!service_fields().is_kept_by(&no_type), "null is not set");
     }
 
     #[test]
-    fn a_field_newly_set_is_a_change_unless_it_is_zero() {
+    fn a_field_newly_set_removes_none() {
         let more = service(json!({"a": "1", "b": "2", "c": "3"}), ports(2));
-        assert!(!service_fields().is_set_by(&more));
+        assert!(service_fields().is_kept_by(&more), "a field not owned yet is no removal");
         let mut zero = service(json!({"a": "1", "b": "2"}), ports(2));
         zero["spec"]["publishNotReadyAddresses"] = json!(false);
         zero["spec"]["externalIPs"] = json!([]);
-        assert!(service_fields().is_set_by(&zero), "omitted zero values match their absence");
+        assert!(service_fields().is_kept_by(&zero), "omitted zero values match their absence");
     }
 
     #[test]
     fn list_elements_are_found_by_key_not_position() {
         let mut swapped = ports(2);
         swapped.as_array_mut().unwrap().reverse();
-        assert!(service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), swapped)));
+        assert!(service_fields().is_kept_by(&service(json!({"a": "1", "b": "2"}), swapped)));
         let other =
             json!([{"name": "u", "port": 3478, "protocol": "UDP"}, {"name": "t", "port": 3480, "protocol": "TCP"}]);
-        assert!(!service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), other)), "another key");
+        assert!(!service_fields().is_kept_by(&service(json!({"a": "1", "b": "2"}), other)), "another key");
         let unnamed = json!([{"port": 3478, "protocol": "UDP"}, {"name": "t", "port": 3479, "protocol": "TCP"}]);
-        assert!(!service_fields().is_set_by(&service(json!({"a": "1", "b": "2"}), unnamed)), "a field of an element");
+        assert!(!service_fields().is_kept_by(&service(json!({"a": "1", "b": "2"}), unnamed)), "a field of an element");
     }
 
     #[test]
     fn sets_and_positions_name_elements_too() {
         let set = fields(json!({"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}));
-        assert!(set.is_set_by(&json!({"finalizers": ["b", "a"]})));
-        assert!(!set.is_set_by(&json!({"finalizers": ["a"]})));
+        assert!(set.is_kept_by(&json!({"finalizers": ["b", "a"]})));
+        assert!(!set.is_kept_by(&json!({"finalizers": ["a"]})));
         let positional = fields(json!({"f:l": {"i:0": {"f:x": {}}}}));
-        assert!(positional.is_set_by(&json!({"l": [{"x": 1}]})));
-        assert!(!positional.is_set_by(&json!({"l": [{"y": 1}]})));
+        assert!(positional.is_kept_by(&json!({"l": [{"x": 1}]})));
+        assert!(!positional.is_kept_by(&json!({"l": [{"y": 1}]})));
     }
 
     #[test]
     fn atomic_lists_and_maps_are_leaves() {
         let atomic = fields(json!({"f:spec": {"f:tolerations": {}, "f:selector": {}}}));
         assert!(
-            atomic.is_set_by(&json!({"spec": {"tolerations": [{"key": "a"}, {"key": "b"}], "selector": {"x": "y"}}}))
+            atomic.is_kept_by(&json!({"spec": {"tolerations": [{"key": "a"}, {"key": "b"}], "selector": {"x": "y"}}}))
         );
     }
 
@@ -320,10 +307,10 @@ mod tests {
         let status = fields(json!({"f:status": {"f:conditions": {}}}));
         let body = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "namespace": "n"},
             "status": {"conditions": [{"type": "Accepted"}]}});
-        assert!(status.is_set_by(&body));
+        assert!(status.is_kept_by(&body));
         let nothing = fields(json!({}));
-        assert!(nothing.is_set_by(&json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}})));
-        assert!(!nothing.is_set_by(&body), "an empty set owns no status");
+        assert!(nothing.is_kept_by(&json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}})));
+        assert!(nothing.is_kept_by(&body), "an empty set owns nothing to remove");
     }
 
     fn entry(manager: &str, operation: &str, subresource: Option<&str>, fields: Value) -> ManagedFieldsEntry {
@@ -376,15 +363,17 @@ mod tests {
     fn a_node_of_only_the_element_itself_owns_none_of_its_children() {
         let member = fields(json!({"f:metadata": {"f:labels": {".": {}}}}));
         assert_eq!(member, FieldSet::Fields([("metadata".into(), fields(json!({"f:labels": {".": {}}})))].into()));
-        assert!(!member.is_set_by(&json!({"metadata": {"labels": {"a": "1"}}})), "a label it does not own");
-        assert!(member.is_set_by(&json!({"metadata": {"labels": {}}})));
+        assert!(member.is_kept_by(&json!({"metadata": {"labels": {"a": "1"}}})), "a label it does not own yet");
+        assert!(member.is_kept_by(&json!({"metadata": {"labels": {}}})));
         let element = fields(json!({"f:spec": {"f:ports": {"k:{\"port\":1}": {".": {}}}}}));
-        assert!(!element.is_set_by(&json!({"spec": {"ports": [{"port": 1, "name": "x"}]}})), "fields of the element");
+        assert!(element.is_kept_by(&json!({"spec": {"ports": [{"port": 1, "name": "x"}]}})), "fields of the element");
+        assert!(!element.is_kept_by(&json!({"spec": {"ports": [{"port": 2}]}})), "the element itself removed");
         // A node with `.` and fields owns those fields, as before; a node of nothing is a leaf.
         let both = fields(json!({"f:labels": {".": {}, "f:a": {}}}));
-        assert!(both.is_set_by(&json!({"labels": {"a": "1"}})));
-        assert!(!both.is_set_by(&json!({"labels": {"a": "1", "b": "2"}})));
-        assert!(fields(json!({"f:labels": {}})).is_set_by(&json!({"labels": {"a": "1", "b": "2"}})));
+        assert!(both.is_kept_by(&json!({"labels": {"a": "1"}})));
+        assert!(both.is_kept_by(&json!({"labels": {"a": "1", "b": "2"}})));
+        assert!(!both.is_kept_by(&json!({"labels": {"b": "2"}})), "an owned label removed");
+        assert!(fields(json!({"f:labels": {}})).is_kept_by(&json!({"labels": {"a": "1", "b": "2"}})));
     }
 
     #[test]

@@ -16,7 +16,10 @@ use tokio::sync::watch;
 /// `applied` is what this process wrote (a digest of it: the bodies themselves would double
 /// the memory the owned objects take), with the resourceVersion the write left. While an
 /// object is at that version, a write of other content is sent, whatever the object holds:
-/// it may hold the new body's values and still fields that only the write removes.
+/// it may hold the new body's values and still fields that only the write removes. Except for
+/// a Service once the watchers showed our write come back, with the fields our manager owns
+/// in it: the render that follows carries over the node ports the API server allocated, and
+/// is compared as after a restart, so a new Service is written once (issue #62).
 ///
 /// `applied` starts empty, so after a restart (or for a new leader) each object is compared
 /// with what the watchers show: its values and the fields our manager owns in it (`owned`,
@@ -68,7 +71,11 @@ impl Queue {
             self.cancel(&target);
             return false;
         }
-        if !self.applied.contains_key(&target) {
+        // Compared with what the watchers show when this process wrote nothing there since, or
+        // when they showed its last write come back (the fields it owns then known): the
+        // render that the echo sets off may add what the API server filled in (a Service's
+        // node ports), which an apply would only take ownership of.
+        if !self.applied.contains_key(&target) || self.owned.contains_key(&target) {
             let live = live(&target);
             let owned = self.owned.remove(&target);
             let version = live.as_ref().and_then(|r| r.meta().resource_version.clone());
@@ -127,6 +134,9 @@ impl Queue {
     pub(crate) fn written(&mut self, target: Target, op: &Op, version: Option<String>) {
         if self.taken.remove(&target) == Some(true) {
             self.forget(&target);
+        } else if self.applied.get(&target).is_some_and(|(_, at)| version.is_some() && *at == version) {
+            // The watchers showed this write come back before its answer, and a later render
+            // found its body in place at that version (`submit`): that record stands.
         } else {
             self.record(target, op, version);
         }
@@ -140,8 +150,16 @@ impl Queue {
         }
     }
 
+    /// `op` is at `version`. For a Service the watchers already showed at that version, the
+    /// fields our manager owns in it are kept for the render that echo sets off (see
+    /// [`Queue`]), however the write came to be recorded: by its answer, or by the echo
+    /// matching a write of the same body queued meanwhile (a render that ran while the first
+    /// was on its way, the object not yet seen).
     fn record(&mut self, target: Target, op: &Op, version: Option<String>) {
-        self.owned.remove(&target);
+        let echo = self.owned.get(&target).is_some_and(|(seen, _)| *seen == version);
+        if !(echo && target.kind == WriteKind::Service) {
+            self.owned.remove(&target);
+        }
         self.applied.insert(target, (digest(op), version));
     }
 
@@ -178,15 +196,18 @@ impl Queue {
             }
             let queued = self.staged.get(&target).or_else(|| self.pending.get(&target));
             let matched = queued.and_then(|op| live::matches(live, fields.as_ref(), &target, op));
+            // Of our own write's echo, kept for a Service only: the one kind whose API-filled
+            // fields the render reads back (its node ports); the echo sets off that render,
+            // which takes the fields again (`submit`).
+            match fields.filter(|_| !ours || kind == WriteKind::Service) {
+                Some(fields) => self.owned.insert(target.clone(), (version.clone(), fields)),
+                None => self.owned.remove(&target),
+            };
             if let Some(at) = matched
                 && let Some(op) = self.staged.remove(&target).or_else(|| self.pending.remove(&target))
             {
                 self.pending.remove(&target);
                 self.in_place(target, &op, at);
-            } else if let Some(fields) = fields.filter(|_| !ours) {
-                self.owned.insert(target, (version.clone(), fields));
-            } else {
-                self.owned.remove(&target);
             }
         }
     }
@@ -364,6 +385,38 @@ mod tests {
         let mut q = Queue::default();
         q.observed(WriteKind::Service, &key, Some(&service("4", &["a"], &[])));
         assert!(q.submit(t, labelled(&["a"]), |_| Some(service("5", &["a"], &[]))), "compared at 4, live at 5");
+    }
+
+    /// Issue #62: a new Service is written once. The render its echo sets off carries over
+    /// what the API server filled in (label `b` here, for the node ports), which is not
+    /// written: whether the echo comes after the write's answer or before it, and also when it
+    /// meets the same body queued again by a render that ran while the write was on its way.
+    #[test]
+    fn the_render_a_new_services_echo_sets_off_writes_nothing() {
+        let key = ObjectKey::new("ns", "gw");
+        let t = spec(WriteKind::Service, &key);
+        let live = service("1", &["a"], &["b"]);
+        for order in ["answer first", "echo first", "queued again"] {
+            let mut q = Queue::default();
+            assert!(q.submit(t.clone(), labelled(&["a"]), none));
+            q.flush();
+            let (target, op) = q.take().pop_first().unwrap();
+            if order == "queued again" {
+                assert!(q.submit(t.clone(), labelled(&["a"]), none), "not seen yet");
+                q.flush();
+            }
+            if order == "answer first" {
+                q.written(target.clone(), &op, Some("1".into()));
+            }
+            q.observed(WriteKind::Service, &key, Some(&live));
+            if order != "answer first" {
+                q.written(target, &op, Some("1".into()));
+            }
+            assert!(!q.submit(t.clone(), labelled(&["a", "b"]), |_| Some(live.clone())), "{order}");
+            q.flush();
+            assert!(q.take().is_empty(), "{order}: nothing left to write");
+            assert!(!q.submit(t.clone(), labelled(&["a", "b"]), none), "{order}: and recorded as written");
+        }
     }
 
     /// DaemonSets are watched: the DELETE every Deployment upsert asks for is sent only for a

@@ -460,16 +460,18 @@ spec:
 "#;
 
 /// The ports of a Service, sorted.
-/// A listener's port changes: the Gateway's Service keeps the node port the API server
-/// allocated for the listener's port (upstream merges ports by name and keeps it), also after
-/// the renders the change's write sets off. Any change to how the Service's ports are
-/// rendered or written must keep this (issue #62: the render carries the allocated node port
-/// over, which is why a new Service is written twice today).
+/// A Gateway's Service is written once (issue #62): the render its creation's watch event
+/// sets off carries over the node ports the API server allocated, which an apply would only
+/// take ownership of, so nothing is written. Then a listener's port changes: the Service keeps
+/// the node port allocated for the listener (upstream merges ports by name and keeps it), also
+/// after the renders the change's one write sets off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gateways_service_keeps_its_node_port_over_a_port_change() {
-    let Some(cluster) = Cluster::start("managed-node-port").await else { return };
+async fn a_gateways_service_is_written_once_and_keeps_its_node_port() {
+    let Some(cluster) = Cluster::start("managed-service-once").await else { return };
     quickstart(&cluster).await;
-    let op = cluster.operator("node-port", &[]).await;
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let op = cluster.operator("service-once", &["--metrics-bind-address", &metrics]).await;
+    let metrics = metrics.parse().unwrap();
     wait_quickstart_statuses(&cluster).await;
     let udp_node_port = |o: &kube::api::DynamicObject, port: i64| {
         let ports = o.data["spec"]["ports"].as_array().cloned().unwrap_or_default();
@@ -480,7 +482,13 @@ async fn a_gateways_service_keeps_its_node_port_over_a_port_change() {
     })
     .await;
     let node_port = udp_node_port(&service, 3478).unwrap();
+    // Whatever the Service's watch event made the operator render is written by now.
     settle(&cluster.admin, &QUICKSTART_WRITTEN).await;
+    let service_writes = async || {
+        let filter = "kind=\"Service\",operation=\"attempt\"";
+        metric_sum(metrics, "stunner_gateway_operator_resource_operations_total{", filter).await
+    };
+    assert_eq!(service_writes().await, 1.0, "the Service is written once");
 
     let gateways = api_for(&cluster.admin, GW, "Gateway", Some(NS)).await;
     let listeners = json!({"spec": {"listeners": [
@@ -496,6 +504,7 @@ async fn a_gateways_service_keeps_its_node_port_over_a_port_change() {
     settle(&cluster.admin, &QUICKSTART_WRITTEN).await;
     let service = get(&cluster.admin, "v1", "Service", Some(NS), "udp-gateway").await.unwrap();
     assert_eq!(udp_node_port(&service, 3479), Some(node_port), "and after the renders that follow it");
+    assert_eq!(service_writes().await, 2.0, "the change is written once");
     op.assert_no_rbac_denials();
 }
 
