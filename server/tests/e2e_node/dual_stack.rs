@@ -13,8 +13,10 @@
 //! scenario. Skipped with a notice without turnprobe (tests/interop/build.sh).
 
 use crate::e2e::{self, apply_yaml, http_get, namespace_yaml, wait_for, wait_object};
-use crate::networks::{dataplane_yaml, load_balancer_ingress, start_operator, turn_once, turn_relays, turnprobe};
-use crate::node::{Node, UDP_ECHO_IMAGE, ready_pod_ips};
+use crate::networks::{
+    dataplane_yaml, echo_route_and_deployment, load_balancer_ingress, start_operator, turn_once, turn_relays, turnprobe,
+};
+use crate::node::{Node, ready_pod_ips};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -27,6 +29,7 @@ const USER: &str = "dual-user";
 const PASSWORD: &str = "dual-pass";
 
 fn manifests() -> String {
+    let echo = echo_route_and_deployment(NS);
     format!(
         r#"apiVersion: stunner.l7mp.io/v1
 kind: GatewayConfig
@@ -56,29 +59,7 @@ spec:
   listeners:
   - {{name: udp, protocol: TURN-UDP, port: 3478}}
 ---
-apiVersion: stunner.l7mp.io/v1
-kind: UDPRoute
-metadata: {{name: echo, namespace: {NS}}}
-spec:
-  parentRefs: [{{name: webrtc}}]
-  rules: [{{backendRefs: [{{name: udp-echo}}]}}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: udp-echo, namespace: {NS}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: udp-echo}}}}
-  template:
-    metadata: {{labels: {{app: udp-echo}}}}
-    spec:
-      enableServiceLinks: false
-      containers:
-      - name: echo
-        image: {UDP_ECHO_IMAGE}
-        imagePullPolicy: Never
-        ports: [{{containerPort: 9001, protocol: UDP}}]
----
+{echo}---
 # Dual-stack, so that its EndpointSlices (one per family) put both of the pod's addresses
 # into the route's cluster: stunnerd permits only peers in it.
 apiVersion: v1

@@ -59,8 +59,39 @@ spec:
     )
 }
 
+/// The `webrtc` Gateway's UDPRoute to the UDP echo backend, and the backend's Deployment, in
+/// namespace `ns` (each scenario adds the backend's Service, of its own families).
+pub fn echo_route_and_deployment(ns: &str) -> String {
+    format!(
+        r#"apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {{name: echo, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: webrtc}}]
+  rules: [{{backendRefs: [{{name: udp-echo}}]}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: udp-echo, namespace: {ns}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: udp-echo}}}}
+  template:
+    metadata: {{labels: {{app: udp-echo}}}}
+    spec:
+      enableServiceLinks: false
+      containers:
+      - name: echo
+        image: {UDP_ECHO_IMAGE}
+        imagePullPolicy: Never
+        ports: [{{containerPort: 9001, protocol: UDP}}]
+"#
+    )
+}
+
 fn manifests(cert: &str, key: &str) -> String {
     let b64 = |s: &str| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s);
+    let echo = echo_route_and_deployment(NS);
     format!(
         r#"apiVersion: stunner.l7mp.io/v1
 kind: GatewayConfig
@@ -102,29 +133,7 @@ spec:
     port: 5349
     tls: {{certificateRefs: [{{name: turn-cert}}]}}
 ---
-apiVersion: stunner.l7mp.io/v1
-kind: UDPRoute
-metadata: {{name: echo, namespace: {NS}}}
-spec:
-  parentRefs: [{{name: webrtc}}]
-  rules: [{{backendRefs: [{{name: udp-echo}}]}}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: udp-echo, namespace: {NS}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: udp-echo}}}}
-  template:
-    metadata: {{labels: {{app: udp-echo}}}}
-    spec:
-      enableServiceLinks: false
-      containers:
-      - name: echo
-        image: {UDP_ECHO_IMAGE}
-        imagePullPolicy: Never
-        ports: [{{containerPort: 9001, protocol: UDP}}]
----
+{echo}---
 apiVersion: v1
 kind: Service
 metadata: {{name: udp-echo, namespace: {NS}}}
