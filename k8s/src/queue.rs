@@ -68,6 +68,9 @@ impl Queue {
     /// object as `live` returns it (what the watchers saw) already is what `op` makes it.
     pub(crate) fn submit(&mut self, target: Target, op: Op, live: impl FnOnce(&Target) -> Option<Resource>) -> bool {
         if self.is_written(&target, &op) {
+            // A Service's fields kept from the echo of our write (see [`Queue`]) are for the
+            // render that echo sets off; one that finds nothing new to write needs them no more.
+            self.owned.remove(&target);
             self.cancel(&target);
             return false;
         }
@@ -417,6 +420,24 @@ mod tests {
             assert!(q.take().is_empty(), "{order}: nothing left to write");
             assert!(!q.submit(t.clone(), labelled(&["a", "b"]), none), "{order}: and recorded as written");
         }
+    }
+
+    /// A Service rewritten with new content (its node ports carried over already): the
+    /// render its echo sets off finds the same body, writes nothing and keeps one record, as
+    /// after its first write; a churn that rewrites Services leaves no more records behind.
+    #[test]
+    fn the_echo_of_a_rewritten_service_leaves_one_record() {
+        let key = ObjectKey::new("ns", "gw");
+        let t = spec(WriteKind::Service, &key);
+        let mut q = Queue::default();
+        q.written(t.clone(), &labelled(&["a", "b"]), Some("1".into()));
+        assert!(q.submit(t.clone(), labelled(&["a", "b", "c"]), none), "new content");
+        q.flush();
+        let (target, op) = q.take().pop_first().unwrap();
+        q.written(target, &op, Some("2".into()));
+        q.observed(WriteKind::Service, &key, Some(&service("2", &["a", "b", "c"], &[])));
+        assert!(!q.submit(t, labelled(&["a", "b", "c"]), none), "the echo's render: nothing new");
+        assert_eq!(q.records(), 1);
     }
 
     /// DaemonSets are watched: the DELETE every Deployment upsert asks for is sent only for a
