@@ -64,10 +64,11 @@ fn stunnerd(stunnerd: &Path, config: &str) -> Child {
         .unwrap()
 }
 
-/// The icetester on an ephemeral loopback port, and its WHIP URL from its first line.
-async fn icetester() -> (Child, String) {
+/// The icetester on an ephemeral loopback port with `env`, and its WHIP URL from its first line.
+async fn icetester(env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(workspace_bin("icetester"))
         .args(["--addr", "127.0.0.1:0"])
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -90,15 +91,28 @@ async fn icetest(auth: &str, whip: &str, protocols: &[&str]) -> (Output, String)
     (out, stdout)
 }
 
-/// A request to the tester's `/config` (or another path) with upstream's JSON content type:
-/// the status code and the body.
+/// A request to the tester's `/config` (or another path) with `content_type`: the status code
+/// and the body.
 async fn tester_request(whip: &str, method: &str, path: &str, content_type: &str, body: &str) -> (u16, String) {
+    tester_request_as(whip, None, method, path, content_type, body).await
+}
+
+/// [`tester_request`] with the tester's bearer token, when given.
+async fn tester_request_as(
+    whip: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let authority = whip.trim_start_matches("http://").split('/').next().unwrap();
     let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: {content_type}\r\n\
-         Content-Length: {}\r\n\r\n{body}",
+         {}Content-Length: {}\r\n\r\n{body}",
+        token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default(),
         body.len()
     );
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -138,7 +152,7 @@ async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refus
     let d = Daemon::start(&dir, 0, &["--auth-bind-address", &auth]).await;
     let mut watching = stunnerd(&stunnerd_bin, &format!("http://{}", d.addr));
     listening(turn_port).await;
-    let (_tester, whip) = icetester().await;
+    let (_tester, whip) = icetester(&[]).await;
 
     let (out, stdout) = icetest(&auth, &whip, &["udp", "tcp"]).await;
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
@@ -274,4 +288,33 @@ async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refus
     assert!(stdout.contains("Error: \"credentials refused"), "{stdout}");
     assert!(stdout.contains("Diagnostics: check the Gateway's credentials"), "{stdout}");
     assert!(!stdout.contains("Statistics:"), "{stdout}");
+}
+
+/// With a bearer token, `/config` wants it too (upstream's is open, and hands the token out);
+/// `ICE_SERVERS` and `ICE_TRANSPORT_POLICY` set the config at start, and one that cannot relay
+/// stops the tester with the reason. No stunnerd needed: nothing is dialled.
+#[tokio::test]
+async fn the_testers_config_wants_the_bearer_token_and_its_environment_is_checked() {
+    let servers = r#"[{"urls":["turn:127.0.0.1:3478?transport=udp"],"username":"u","credential":"p"}]"#;
+    let env = [("BEARER_TOKEN", "t0ken"), ("ICE_SERVERS", servers), ("ICE_TRANSPORT_POLICY", "relay")];
+    let (_tester, whip) = icetester(&env).await;
+    let (status, _) = tester_request(&whip, "GET", "/config", "application/json", "").await;
+    assert_eq!(status, 401);
+    let (status, _) = tester_request(&whip, "POST", "/config", "application/json", r#"{"ICEServers":null}"#).await;
+    assert_eq!(status, 401, "an unauthorized POST");
+    let (status, body) = tester_request_as(&whip, Some("t0ken"), "GET", "/config", "application/json", "").await;
+    assert_eq!(status, 200, "{body}");
+    let config: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(config["ICETransportPolicy"], "relay", "{config}");
+    assert_eq!(config["ICEServers"], serde_json::from_str::<serde_json::Value>(servers).unwrap(), "{config}");
+    assert_eq!(config["BearerToken"], "t0ken", "the caller has it already");
+
+    let refused = Command::new(workspace_bin("icetester"))
+        .args(["--addr", "127.0.0.1:0"])
+        .env("ICE_TRANSPORT_POLICY", "relay")
+        .output();
+    let out = tokio::time::timeout(LIMIT, refused).await.expect("the tester stops").unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs an ICE server with a turn: URI"), "{stderr}");
 }

@@ -255,7 +255,7 @@ pub async fn configure_tester(whip: &str, servers: Vec<IceServer>, timeouts: Tim
 }
 
 /// Prints a stage's line, runs it, and ends the line with `completed` or the error.
-async fn stage<T>(
+pub async fn stage<T>(
     name: &str,
     over: Option<&str>,
     body: impl Future<Output = Result<T, StageError>>,
@@ -293,7 +293,7 @@ fn check_whip_url(whip: &str) -> Result<(), StageError> {
 }
 
 /// The Gateway's TURN server for each transport, from the URIs of the ICE config.
-fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
+pub fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
     transports
         .iter()
         .map(|t| {
@@ -474,5 +474,18 @@ mod tests {
         assert_eq!(turn_addr("turn:[::1]:3479?transport=tcp", TurnTransport::Tcp), Some("[::1]:3479".parse().unwrap()));
         assert_eq!(turn_addr("turn:stunner.example.com:3478?transport=udp", TurnTransport::Udp), None);
         assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+    }
+
+    /// Standalone, the tester is told the server the dialer uses: the same address, transport
+    /// and credential.
+    #[test]
+    fn the_testers_ice_server_is_the_dialers() {
+        let server = TurnServer { addr: "127.0.0.1:3478".parse().unwrap(), username: "u".into(), password: "p".into() };
+        for transport in [TurnTransport::Udp, TurnTransport::Tcp] {
+            let ice = server.ice_server(transport);
+            assert_eq!(ice.urls.len(), 1);
+            assert_eq!(turn_addr(&ice.urls[0], transport), Some(server.addr), "{ice:?}");
+            assert_eq!((ice.username.as_str(), ice.credential.as_str()), ("u", "p"));
+        }
     }
 }
