@@ -133,9 +133,10 @@ fn section<'a>(stdout: &'a str, from: &str, to: Option<&str>) -> &'a str {
     to.and_then(|to| rest.find(to)).map_or(rest, |end| &rest[..end])
 }
 
-/// Both TURN listeners accept: stunnerd runs the config.
+/// Both TURN listeners accept: stunnerd runs the config. Twice [`LIMIT`]: stunnerd's start,
+/// its first CDS watch and its listeners once took over 30 s on a loaded machine.
 async fn listening(turn_port: u16) {
-    eventually("stunnerd serves the Gateway's TURN-TCP listener", LIMIT, async || {
+    eventually("stunnerd serves the Gateway's TURN-TCP listener", 2 * LIMIT, async || {
         tokio::net::TcpStream::connect(("127.0.0.1", turn_port)).await.is_ok()
     })
     .await;
