@@ -6,8 +6,8 @@
 //!
 //! This runs against a tester and a Gateway that are already there (`--whip-server`,
 //! `--auth-server-address`): the standalone operator with a local stunnerd and icetester, or
-//! an installation reached through port-forwards. Upstream's mode that deploys the tester and
-//! the Gateways in a cluster itself is not built yet (docs/compatibility.md).
+//! an installation reached through port-forwards. Without `--whip-server`, `icetest_cluster`
+//! deploys the tester and the Gateways into the cluster itself and runs the ICE tests here.
 
 use super::cli::IceTestArgs;
 use jiff::Timestamp;
@@ -71,7 +71,7 @@ impl fmt::Display for TurnTransport {
 }
 
 /// The transports asked for, upstream's default (both) when none is.
-fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, String> {
+pub(super) fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, String> {
     if protocols.is_empty() {
         return Ok(vec![TurnTransport::Udp, TurnTransport::Tcp]);
     }
@@ -80,13 +80,13 @@ fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, String> {
 
 /// A stage that failed: what happened and what to check.
 #[derive(Debug)]
-struct StageError {
-    error: String,
+pub(super) struct StageError {
+    pub(super) error: String,
     diagnostics: String,
 }
 
 impl StageError {
-    fn new(error: impl fmt::Display, diagnostics: impl Into<String>) -> StageError {
+    pub(super) fn new(error: impl fmt::Display, diagnostics: impl Into<String>) -> StageError {
         StageError { error: error.to_string(), diagnostics: diagnostics.into() }
     }
 }
@@ -105,14 +105,14 @@ impl Error for Failed {}
 
 /// One TURN server of the Gateway: where, over what, with which credential.
 #[derive(Debug, Clone)]
-struct TurnServer {
-    addr: SocketAddr,
+pub(super) struct TurnServer {
+    pub(super) addr: SocketAddr,
     username: String,
     password: String,
 }
 
 /// What a successful run over one transport measured.
-struct Report {
+pub(super) struct Report {
     stats: Stats,
     local: Vec<CandidateDesc>,
     remote: Vec<CandidateDesc>,
@@ -123,8 +123,8 @@ struct Report {
 pub async fn run(args: &IceTestArgs, namespace: &str) -> Result<(), Box<dyn Error>> {
     let transports = transports(&args.protocols)?;
     let auth = args.auth_server_address.as_deref().ok_or(
-        "stunnerctl icetest needs --auth-server-address (the operator's credential API) and --whip-server \
-         (an icetester): deploying a tester into a cluster is not built yet",
+        "with --whip-server, stunnerctl icetest needs --auth-server-address (the operator's credential API); \
+         without both it deploys its own tester and Gateways into the cluster",
     )?;
     let whip = args.whip_server.as_deref().ok_or("stunnerctl icetest needs --whip-server (an icetester's WHIP URL)")?;
     let deadline = Instant::now() + args.timeout;
@@ -174,7 +174,7 @@ async fn stages(
 }
 
 /// Prints a stage's line, runs it, and ends the line with `completed` or the error.
-async fn stage<T>(
+pub(super) async fn stage<T>(
     name: &str,
     over: Option<&str>,
     body: impl Future<Output = Result<T, StageError>>,
@@ -212,7 +212,7 @@ fn check_whip_url(whip: &str) -> Result<(), StageError> {
 }
 
 /// The Gateway's TURN server for each transport, from the URIs of the ICE config.
-fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
+pub(super) fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
     transports
         .iter()
         .map(|t| {
@@ -257,7 +257,7 @@ fn turn_addr(uri: &str, transport: TurnTransport) -> Option<SocketAddr> {
 
 /// Allocation, offer/answer, the data channel, the measurement: the first that fails names
 /// what to check.
-async fn asymmetric(
+pub(super) async fn asymmetric(
     transport: TurnTransport,
     server: &TurnServer,
     whip_url: &str,
@@ -355,7 +355,7 @@ async fn asymmetric(
     Ok(Report { stats, local, remote })
 }
 
-fn print_report(report: &Report) {
+pub(super) fn print_report(report: &Report) {
     println!("\t{}", report.stats.line());
     for (name, candidates) in [("LocalICECandidates", &report.local), ("RemoteICECandidates", &report.remote)] {
         println!("\t{name}:");
@@ -366,7 +366,7 @@ fn print_report(report: &Report) {
 }
 
 /// A duration as Go prints it (`5m0s`, `30s`), for upstream's timeout line.
-fn go_duration(d: Duration) -> String {
+pub(super) fn go_duration(d: Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, s % 3600 / 60, s % 60) {
         (0, 0, s) => format!("{s}s"),
