@@ -3,9 +3,12 @@
 //! Gateway's config from the CDS, and the `icetester` as a local process, all on loopback. The
 //! test makes a WebRTC data channel through the Gateway's TURN-UDP and TURN-TCP listeners and
 //! must report statistics with the relayed and the tester's candidates, with static and with
-//! ephemeral credentials from the credential API; with the Gateway's
-//! credentials changed under it (the dataplane still runs the old ones) it must fail at the
-//! allocation, name it, and exit non-zero.
+//! ephemeral credentials from the credential API, asymmetric (the tester answers with a host
+//! candidate) and symmetric (the tester, through its `/config`, allocates on the Gateway too
+//! and answers with its relay candidate); with the Gateway's credentials changed under it (the
+//! dataplane still runs the old ones) it must fail at the allocation, name it, and exit
+//! non-zero. The tester's `/config` refuses what it cannot relay with, and a tester that
+//! cannot allocate says so in its WHIP answer.
 //!
 //! Needs the workspace's `stunnerctl` and `icetester` (`cargo test --workspace` builds them next
 //! to the daemon) and tests/interop's stunnerd; without the latter it skips with a notice
@@ -61,10 +64,11 @@ fn stunnerd(stunnerd: &Path, config: &str) -> Child {
         .unwrap()
 }
 
-/// The icetester on an ephemeral loopback port, and its WHIP URL from its first line.
-async fn icetester() -> (Child, String) {
+/// The icetester on an ephemeral loopback port with `env`, and its WHIP URL from its first line.
+async fn icetester(env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(workspace_bin("icetester"))
         .args(["--addr", "127.0.0.1:0"])
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -87,9 +91,52 @@ async fn icetest(auth: &str, whip: &str, protocols: &[&str]) -> (Output, String)
     (out, stdout)
 }
 
-/// Both TURN listeners accept: stunnerd runs the config.
+/// A request to the tester's `/config` (or another path) with `content_type`: the status code
+/// and the body.
+async fn tester_request(whip: &str, method: &str, path: &str, content_type: &str, body: &str) -> (u16, String) {
+    tester_request_as(whip, None, method, path, content_type, body).await
+}
+
+/// [`tester_request`] with the tester's bearer token, when given.
+async fn tester_request_as(
+    whip: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = whip.trim_start_matches("http://").split('/').next().unwrap();
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: {content_type}\r\n\
+         {}Content-Length: {}\r\n\r\n{body}",
+        token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default(),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(LIMIT, stream.take(1 << 20).read_to_end(&mut response))
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0), body.to_string())
+}
+
+/// The report's lines from the stage `from` up to the stage `to` (or the end).
+fn section<'a>(stdout: &'a str, from: &str, to: Option<&str>) -> &'a str {
+    let start = stdout.find(from).unwrap_or_else(|| panic!("{from:?} in {stdout}"));
+    let rest = &stdout[start..];
+    to.and_then(|to| rest.find(to)).map_or(rest, |end| &rest[..end])
+}
+
+/// Both TURN listeners accept: stunnerd runs the config. Twice [`LIMIT`]: stunnerd's start,
+/// its first CDS watch and its listeners once took over 30 s on a loaded machine.
 async fn listening(turn_port: u16) {
-    eventually("stunnerd serves the Gateway's TURN-TCP listener", LIMIT, async || {
+    eventually("stunnerd serves the Gateway's TURN-TCP listener", 2 * LIMIT, async || {
         tokio::net::TcpStream::connect(("127.0.0.1", turn_port)).await.is_ok()
     })
     .await;
@@ -106,7 +153,7 @@ async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refus
     let d = Daemon::start(&dir, 0, &["--auth-bind-address", &auth]).await;
     let mut watching = stunnerd(&stunnerd_bin, &format!("http://{}", d.addr));
     listening(turn_port).await;
-    let (_tester, whip) = icetester().await;
+    let (_tester, whip) = icetester(&[]).await;
 
     let (out, stdout) = icetest(&auth, &whip, &["udp", "tcp"]).await;
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
@@ -117,11 +164,18 @@ async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refus
         "Checking Gateway... completed",
         "Running asymmetric ICE test over TURN-UDP... completed",
         "Running asymmetric ICE test over TURN-TCP... completed",
+        "Running symmetric ICE test over TURN-UDP... completed",
+        "Running symmetric ICE test over TURN-TCP... completed",
     ] {
         assert!(stdout.contains(stage), "{stage:?} in {stdout}");
     }
+    // Upstream's order: asymmetric over both transports, then symmetric over both.
+    let asymmetric = section(&stdout, "Running asymmetric ICE test over TURN-UDP", Some("Running symmetric"));
+    let symmetric = section(&stdout, "Running symmetric ICE test over TURN-UDP", None);
+    assert!(asymmetric.contains("asymmetric ICE test over TURN-TCP"), "{stdout}");
+    assert!(symmetric.contains("symmetric ICE test over TURN-TCP"), "{stdout}");
     let stats: Vec<&str> = stdout.lines().filter(|l| l.starts_with("\tStatistics: rate=")).collect();
-    assert_eq!(stats.len(), 2, "{stdout}");
+    assert_eq!(stats.len(), 4, "{stdout}");
     for line in stats {
         // At 50 pps for 2 s about 100 packets go out and come back over loopback.
         let loss = line.split("loss=").nth(1).unwrap().split("pkts").next().unwrap();
@@ -130,9 +184,58 @@ async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refus
         assert!(sent >= 50 && lost * 10 <= sent, "{line}");
         assert!(line.contains("RTT:mean=") && line.contains("/P99="), "{line}");
     }
-    // Ours is the relayed address stunnerd hands out; the tester's the host one it echoes from.
-    assert_eq!(stdout.matches("\t  * udp4 relay 127.0.0.1:").count(), 2, "{stdout}");
-    assert_eq!(stdout.matches("\t  * udp4 host 127.0.0.1:").count(), 2, "{stdout}");
+    // Asymmetric: ours is the relayed address stunnerd hands out, the tester's the host one it
+    // echoes from. Symmetric: both are relayed addresses of stunnerd, selected on both sides.
+    assert_eq!(asymmetric.matches("\t  * udp4 relay 127.0.0.1:").count(), 2, "{stdout}");
+    assert_eq!(asymmetric.matches("\t  * udp4 host 127.0.0.1:").count(), 2, "{stdout}");
+    assert_eq!(symmetric.matches("\t  * udp4 relay 127.0.0.1:").count(), 4, "{stdout}");
+    assert!(!symmetric.contains(" host "), "{stdout}");
+    for transport in ["TURN-UDP", "TURN-TCP"] {
+        let one = section(symmetric, &format!("over {transport}"), Some("Running"));
+        let (local, remote) = one.split_once("RemoteICECandidates:").unwrap();
+        assert!(local.contains("LocalICECandidates:\n\t  * udp4 relay 127.0.0.1:"), "{one}");
+        assert!(remote.starts_with("\n\t  * udp4 relay 127.0.0.1:"), "{one}");
+    }
+
+    // The tester keeps the last config it was sent (upstream's field names), and refuses one it
+    // cannot relay with, keeping the one in force.
+    let (status, config) = tester_request(&whip, "GET", "/config", "application/json", "").await;
+    assert_eq!(status, 200, "{config}");
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["ICETransportPolicy"], "relay", "{config}");
+    assert_eq!(config["ICEServers"][0]["urls"][0], format!("turn:127.0.0.1:{turn_port}?transport=tcp"), "{config}");
+    assert_eq!(config["WHIPEndpoint"], "/whip", "{config}");
+    let refused = [
+        (r#"{"ICETransportPolicy":"relay"}"#, "needs an ICE server with a turn: URI"),
+        (
+            r#"{"ICEServers":[{"urls":["turns:127.0.0.1:443"],"username":"u","credential":"p"}],"ICETransportPolicy":"relay"}"#,
+            "turns:",
+        ),
+        (r#"{"ICETransportPolicy":"nohost"}"#, "unknown variant `nohost`"),
+        ("{", "invalid config"),
+    ];
+    for (body, reason) in refused {
+        let (status, message) = tester_request(&whip, "POST", "/config", "application/json", body).await;
+        assert_eq!(status, 400, "{body}: {message}");
+        assert!(message.contains(reason), "{body}: {message}");
+    }
+    let big = format!("{{\"BearerToken\":\"{}\"}}", "x".repeat(100 * 1024));
+    assert_eq!(tester_request(&whip, "POST", "/config", "application/json", &big).await.0, 413);
+    assert_eq!(tester_request(&whip, "GET", "/config", "text/plain", "").await.0, 400, "upstream's content type only");
+    let (_, after) = tester_request(&whip, "GET", "/config", "application/json", "").await;
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&after).unwrap(), config);
+    // A tester told to relay through a TURN server it cannot reach says so in its WHIP answer.
+    let closed = ports::free_ports(1)[0];
+    let unreachable = format!(
+        r#"{{"ICEServers":[{{"urls":["turn:127.0.0.1:{closed}?transport=tcp"],"username":"u","credential":"p"}}],"ICETransportPolicy":"relay"}}"#
+    );
+    assert_eq!(tester_request(&whip, "POST", "/config", "application/json", &unreachable).await.0, 200);
+    let (status, message) = tester_request(&whip, "POST", "/whip", "application/sdp", "v=0\r\n").await;
+    assert_eq!(status, 502, "{message}");
+    assert!(
+        message.contains(&format!("the tester could not allocate a relay on turn:127.0.0.1:{closed}")),
+        "{message}"
+    );
 
     // Ephemeral auth: the credential API hands out a time-windowed username and its HMAC,
     // which stunnerd (following the change) checks against the shared secret.
@@ -151,6 +254,7 @@ async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refus
         let (out, stdout) = icetest(&auth, &whip, &["udp"]).await;
         if out.status.success() {
             assert!(stdout.contains("Running asymmetric ICE test over TURN-UDP... completed"), "{stdout}");
+            assert!(stdout.contains("Running symmetric ICE test over TURN-UDP... completed"), "{stdout}");
             break;
         }
         tries.push(stdout);
@@ -185,4 +289,33 @@ async fn icetest_relays_over_turn_udp_and_tcp_in_both_auth_modes_and_names_refus
     assert!(stdout.contains("Error: \"credentials refused"), "{stdout}");
     assert!(stdout.contains("Diagnostics: check the Gateway's credentials"), "{stdout}");
     assert!(!stdout.contains("Statistics:"), "{stdout}");
+}
+
+/// With a bearer token, `/config` wants it too (upstream's is open, and hands the token out);
+/// `ICE_SERVERS` and `ICE_TRANSPORT_POLICY` set the config at start, and one that cannot relay
+/// stops the tester with the reason. No stunnerd needed: nothing is dialled.
+#[tokio::test]
+async fn the_testers_config_wants_the_bearer_token_and_its_environment_is_checked() {
+    let servers = r#"[{"urls":["turn:127.0.0.1:3478?transport=udp"],"username":"u","credential":"p"}]"#;
+    let env = [("BEARER_TOKEN", "t0ken"), ("ICE_SERVERS", servers), ("ICE_TRANSPORT_POLICY", "relay")];
+    let (_tester, whip) = icetester(&env).await;
+    let (status, _) = tester_request(&whip, "GET", "/config", "application/json", "").await;
+    assert_eq!(status, 401);
+    let (status, _) = tester_request(&whip, "POST", "/config", "application/json", r#"{"ICEServers":null}"#).await;
+    assert_eq!(status, 401, "an unauthorized POST");
+    let (status, body) = tester_request_as(&whip, Some("t0ken"), "GET", "/config", "application/json", "").await;
+    assert_eq!(status, 200, "{body}");
+    let config: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(config["ICETransportPolicy"], "relay", "{config}");
+    assert_eq!(config["ICEServers"], serde_json::from_str::<serde_json::Value>(servers).unwrap(), "{config}");
+    assert_eq!(config["BearerToken"], "t0ken", "the caller has it already");
+
+    let refused = Command::new(workspace_bin("icetester"))
+        .args(["--addr", "127.0.0.1:0"])
+        .env("ICE_TRANSPORT_POLICY", "relay")
+        .output();
+    let out = tokio::time::timeout(LIMIT, refused).await.expect("the tester stops").unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs an ICE server with a turn: URI"), "{stderr}");
 }

@@ -1,4 +1,5 @@
-//! One-shot GETs (and the WHIP offer's POST), each on a fresh HTTP/1.1 connection.
+//! One-shot GETs (and the WHIP offer's and the tester config's POSTs), each on a fresh HTTP/1.1
+//! connection.
 //!
 //! Why hyper's connection API and not reqwest: a CDS client makes a request or two per run
 //! against a plain-HTTP server, so a connection pool, redirects, proxies and TLS would be dead
@@ -8,9 +9,9 @@
 
 use super::{ClientError, ServerAddress};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::StatusCode;
 use hyper::body::Bytes;
 use hyper::header::{CONTENT_TYPE, HOST, USER_AGENT};
+use hyper::{Method, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -80,7 +81,18 @@ pub(super) async fn get(server: &ServerAddress, url: &Url, timeouts: Timeouts) -
 /// Connects to `authority` (`host:port`) and GETs `url`: the transport under [`get`], also
 /// for servers that are not config discovery servers (stunnerd's status).
 pub(crate) async fn fetch(authority: &str, url: &Url, timeouts: Timeouts) -> Result<Response, Failure> {
-    exchange(authority, url, None, timeouts).await
+    exchange(authority, url, Method::GET, None, String::new(), timeouts).await
+}
+
+/// A GET that names the content type it expects (upstream's icetester refuses its config's
+/// GET without `Content-Type: application/json`).
+pub(crate) async fn fetch_as(
+    authority: &str,
+    url: &Url,
+    content_type: &'static str,
+    timeouts: Timeouts,
+) -> Result<Response, Failure> {
+    exchange(authority, url, Method::GET, Some(content_type), String::new(), timeouts).await
 }
 
 /// Connects to `authority` and POSTs `body` of `content_type` to `url` (a WHIP offer).
@@ -91,14 +103,16 @@ pub(crate) async fn post(
     body: String,
     timeouts: Timeouts,
 ) -> Result<Response, Failure> {
-    exchange(authority, url, Some((content_type, body)), timeouts).await
+    exchange(authority, url, Method::POST, Some(content_type), body, timeouts).await
 }
 
-/// One request on a fresh connection: a GET, or a POST with its content type and body.
+/// One request on a fresh connection: a GET (empty body), or a POST with its content type and body.
 async fn exchange(
     authority: &str,
     url: &Url,
-    body: Option<(&'static str, String)>,
+    method: Method,
+    content_type: Option<&'static str>,
+    body: String,
     timeouts: Timeouts,
 ) -> Result<Response, Failure> {
     let stream = connect_to(authority, timeouts.connect).await?;
@@ -110,14 +124,14 @@ async fn exchange(
             .uri(&url[Position::BeforePath..])
             .header(HOST, authority)
             .header(USER_AGENT, concat!("stunner-gateway-client/", env!("CARGO_PKG_VERSION")));
-        let request = match body {
-            None => request.method(hyper::Method::GET).body(Full::new(Bytes::new())),
-            Some((content_type, body)) => request
-                .method(hyper::Method::POST)
-                .header(CONTENT_TYPE, content_type)
-                .body(Full::new(Bytes::from(body))),
-        }
-        .expect("a request with a valid URL is a valid request");
+        let request = match content_type {
+            Some(content_type) => request.header(CONTENT_TYPE, content_type),
+            None => request,
+        };
+        let request = request
+            .method(method)
+            .body(Full::new(Bytes::from(body)))
+            .expect("a request with a valid URL is a valid request");
         let response = sender.send_request(request).await?;
         let status = response.status();
         let json = response

@@ -1,5 +1,5 @@
 //! What goes wrong in an ICE test, by the part that failed: the TURN allocation, the WebRTC
-//! session, the offer/answer exchange.
+//! session, the offer/answer exchange, a TURN URI or a tester config that cannot be used.
 
 use std::net::IpAddr;
 
@@ -46,6 +46,33 @@ pub enum WhipError {
 
     #[error("invalid WHIP URL {url}: {reason}")]
     Url { url: String, reason: String },
+
+    #[error("the tester at {url} answered its config with {reason}")]
+    Config { url: String, reason: String },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TurnUriError {
+    #[error("{0:?}: TURN over TLS or DTLS (turns:) is not supported, only turn:")]
+    Tls(String),
+
+    #[error("{0:?} is not a TURN URI (turn:HOST[:PORT][?transport=udp|tcp])")]
+    NotTurn(String),
+
+    #[error("{uri:?}: {reason}")]
+    Invalid { uri: String, reason: String },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TesterConfigError {
+    #[error(transparent)]
+    Uri(#[from] TurnUriError),
+
+    #[error("ICETransportPolicy \"relay\" needs an ICE server with a turn: URI (got {0:?})")]
+    NoTurnServer(Vec<String>),
+
+    #[error("the ICE server of {0:?} has no username or credential")]
+    NoCredential(String),
 }
 
 #[derive(Debug, thiserror::Error)]

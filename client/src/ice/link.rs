@@ -4,8 +4,9 @@
 
 use super::error::LinkError;
 use super::peer::{Peer, PeerOutput};
+use super::relay::{Relay, ServerTransport};
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
@@ -38,6 +39,41 @@ pub struct Link {
 impl Link {
     pub fn new(peer: Peer, socket: Socket) -> Link {
         Link { peer, socket, buf: vec![0; READ_BUFFER] }
+    }
+
+    /// A peer whose only candidate is an allocation on `server` (both ends of the ICE test
+    /// make one so): a fresh UDP socket, or a TCP connection made within `connect_timeout`.
+    /// The allocation starts with the first [`Link::allocated`].
+    pub async fn relayed(
+        transport: ServerTransport,
+        server: SocketAddr,
+        username: &str,
+        password: &str,
+        connect_timeout: Duration,
+    ) -> std::io::Result<Link> {
+        let socket = match transport {
+            ServerTransport::Udp => {
+                let unspecified: SocketAddr = if server.is_ipv4() {
+                    (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                };
+                Socket::Udp(UdpSocket::bind(unspecified).await?)
+            }
+            ServerTransport::Tcp => {
+                let connect = tokio::time::timeout(connect_timeout, TcpStream::connect(server));
+                Socket::Tcp(connect.await.map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??)
+            }
+        };
+        let local = local_addr(&socket)?;
+        let now = Instant::now();
+        let relay = Relay::allocate(transport, local, server, username, password, now);
+        Ok(Link::new(Peer::relayed(relay, now), socket))
+    }
+
+    /// The socket's own address (a relayed candidate's related address).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        local_addr(&self.socket)
     }
 
     /// Runs until the peer has an event, or until `deadline`.
@@ -97,6 +133,13 @@ impl Link {
             Socket::Tcp(stream) => stream.write_all(data).await?,
         }
         Ok(())
+    }
+}
+
+fn local_addr(socket: &Socket) -> std::io::Result<SocketAddr> {
+    match socket {
+        Socket::Udp(socket) => socket.local_addr(),
+        Socket::Tcp(stream) => stream.local_addr(),
     }
 }
 

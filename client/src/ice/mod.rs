@@ -14,7 +14,8 @@
 //! permissions) to write here.
 //!
 //! The sans-IO parts ([`relay`], [`peer`], [`candidate`], [`stats`]) are tested without
-//! sockets; [`link`] and [`probe`] put them on sockets, [`whip`] exchanges the SDPs.
+//! sockets; [`link`] and [`probe`] put them on sockets, [`whip`] exchanges the SDPs and sets
+//! the tester's config ([`tester_config`]: relayed or not, through which [`turn_uri`]).
 
 pub mod candidate;
 pub mod error;
@@ -23,4 +24,6 @@ pub mod peer;
 pub mod probe;
 pub mod relay;
 pub mod stats;
+pub mod tester_config;
+pub mod turn_uri;
 pub mod whip;

@@ -94,10 +94,7 @@ impl Peer {
 
     /// The offer of a data channel, with the relayed candidate.
     pub fn offer(&mut self) -> Result<(String, SdpPendingOffer), PeerError> {
-        if matches!(self.path, Path::Relay(_)) {
-            let candidate = self.local_candidate().ok_or(super::error::RelayError::NotAllocated)?;
-            self.rtc.add_local_candidate(candidate);
-        }
+        self.add_relayed_candidate()?;
         let mut api = self.rtc.sdp_api();
         api.add_channel(CHANNEL_LABEL.to_string());
         let (offer, pending) = api.apply().ok_or_else(|| PeerError::Sdp("nothing to offer".into()))?;
@@ -110,10 +107,20 @@ impl Peer {
         Ok(())
     }
 
-    /// Answers an offer (the tester's side).
+    /// Answers an offer (the tester's side), with the relayed candidate over a relay.
     pub fn answer(&mut self, offer: &str) -> Result<String, PeerError> {
         let offer = SdpOffer::from_sdp_string(offer).map_err(|e| PeerError::Sdp(e.to_string()))?;
+        self.add_relayed_candidate()?;
         Ok(self.rtc.sdp_api().accept_offer(offer)?.to_sdp_string())
+    }
+
+    /// A host peer's candidate was added when it was made; a relayed one's once allocated.
+    fn add_relayed_candidate(&mut self) -> Result<(), PeerError> {
+        if matches!(self.path, Path::Relay(_)) {
+            let candidate = self.local_candidate().ok_or(super::error::RelayError::NotAllocated)?;
+            self.rtc.add_local_candidate(candidate);
+        }
+        Ok(())
     }
 
     /// Takes what arrived on the socket from `from`.

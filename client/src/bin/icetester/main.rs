@@ -1,36 +1,35 @@
 //! `icetester`: the far end of `stunnerctl icetest`, a WHIP server that answers each offer with
 //! a WebRTC peer and echoes back whatever arrives on its data channel. Upstream's `icetester`
 //! (github.com/l7mp/stunner, cmd/icetester) in Rust: its `--addr` (default `:8089`), its
-//! `WHIP_ENDPOINT` (default `/whip`) and `BEARER_TOKEN`, `POST` with `application/sdp`,
-//! `201 Created` with a `Location`. `ICE_SERVERS` and `ICE_TRANSPORT_POLICY` (upstream's
-//! symmetric mode, where the tester too goes through TURN) are refused with a message: this
-//! tester answers with a host candidate only (docs/compatibility.md).
+//! `WHIP_ENDPOINT` (default `/whip`), `BEARER_TOKEN`, `ICE_SERVERS` and `ICE_TRANSPORT_POLICY`,
+//! `POST` with `application/sdp`, `201 Created` with a `Location`, and its `/config` endpoint
+//! ([`config_api`]) that switches it between host candidates and relay candidates (upstream's
+//! symmetric ICE test, where the tester too allocates on the Gateway: [`session`]).
 //!
-//! The host candidate is the address the offer arrived at (a pod's IP in a cluster, loopback on
-//! a laptop), on a fresh UDP port per session. Sessions are bounded in number and lifetime.
+//! Sessions are bounded in number and lifetime; request bodies in size.
 
 #![forbid(unsafe_code)] // none needed (see [workspace.lints] in Cargo.toml)
 
+mod config_api;
+mod session;
+
 use anyhow::{Context, bail};
 use clap::Parser;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, LOCATION};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::AUTHORIZATION;
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
-use stunner_gateway_client::ice::link::{Link, Socket};
-use stunner_gateway_client::ice::peer::Peer;
-use stunner_gateway_client::ice::probe;
-use stunner_gateway_client::ice::whip::SDP_CONTENT_TYPE;
-use tokio::net::{TcpListener, UdpSocket};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use stunner_gateway::turn_auth::IceServer;
+use stunner_gateway_client::ice::tester_config::{TesterConfig, TransportPolicy};
+use stunner_gateway_client::ice::whip::CONFIG_PATH;
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-/// The largest offer read: a data-channel offer is a few hundred bytes.
-const MAX_OFFER: usize = 64 * 1024;
 /// Sessions at once: a test makes one per transport and mode.
 const MAX_SESSIONS: usize = 64;
 /// How long an HTTP request may take to arrive.
@@ -46,9 +45,15 @@ struct Cli {
     /// The WHIP API path.
     #[arg(long, env = "WHIP_ENDPOINT", default_value = "/whip")]
     whip_endpoint: String,
-    /// A bearer token WHIP requests must carry.
+    /// A bearer token WHIP and config requests must carry.
     #[arg(long, env = "BEARER_TOKEN", hide_env_values = true)]
     bearer_token: Option<String>,
+    /// ICE servers to allocate on, a JSON list of RTCIceServers (used with policy relay).
+    #[arg(long, env = "ICE_SERVERS", hide_env_values = true)]
+    ice_servers: Option<String>,
+    /// ICE transport policy: all (answer with a host candidate) or relay (a TURN allocation's).
+    #[arg(long, env = "ICE_TRANSPORT_POLICY", value_parser = policy)]
+    ice_transport_policy: Option<TransportPolicy>,
     /// Longest a session lives: the echo stops then even if the peer stays.
     #[arg(long, value_parser = humantime_secs, default_value = "600")]
     session_timeout: Duration,
@@ -58,32 +63,66 @@ fn humantime_secs(raw: &str) -> Result<Duration, String> {
     raw.parse::<u64>().map(Duration::from_secs).map_err(|_| format!("'{raw}': expected seconds"))
 }
 
+fn policy(raw: &str) -> Result<TransportPolicy, String> {
+    [TransportPolicy::All, TransportPolicy::Relay]
+        .into_iter()
+        .find(|p| p.as_str() == raw)
+        .ok_or_else(|| format!("'{raw}': expected all or relay"))
+}
+
+/// What every request handler shares.
 struct Server {
-    endpoint: String,
-    token: Option<String>,
+    /// The config `/config` sets; each session reads it when it starts.
+    config: Mutex<TesterConfig>,
     session_timeout: Duration,
     sessions: Arc<Semaphore>,
     next_id: AtomicU64,
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    for refused in ["ICE_SERVERS", "ICE_TRANSPORT_POLICY"] {
-        if std::env::var_os(refused).is_some_and(|v| !v.is_empty()) {
-            bail!("{refused} is not supported: this tester answers with a host candidate only (no symmetric ICE)");
+impl Server {
+    fn config(&self) -> TesterConfig {
+        self.config.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether `req` carries the bearer token, when one is set.
+    fn authorized(&self, req: &Request<Incoming>) -> bool {
+        let token = self.config().bearer_token;
+        token.is_empty() || {
+            let sent = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+            sent == Some(&format!("Bearer {token}"))
         }
     }
+}
+
+/// The config the flags and environment give, refused at start when it cannot relay.
+fn initial_config(cli: &Cli) -> anyhow::Result<TesterConfig> {
     if !cli.whip_endpoint.starts_with('/') {
         bail!("WHIP_ENDPOINT must start with '/': {:?}", cli.whip_endpoint);
     }
+    let ice_servers: Vec<IceServer> = match cli.ice_servers.as_deref().filter(|s| !s.is_empty()) {
+        Some(json) => serde_json::from_str(json).context("ICE_SERVERS is not a JSON list of ICE servers")?,
+        None => Vec::new(),
+    };
+    let config = TesterConfig {
+        ice_servers,
+        ice_transport_policy: cli.ice_transport_policy.unwrap_or_default(),
+        bearer_token: cli.bearer_token.clone().unwrap_or_default(),
+        whip_endpoint: cli.whip_endpoint.clone(),
+    };
+    config.relay_server().context("ICE_SERVERS and ICE_TRANSPORT_POLICY")?;
+    Ok(config)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = initial_config(&cli)?;
     let addr = if cli.addr.starts_with(':') { format!("0.0.0.0{}", cli.addr) } else { cli.addr.clone() };
     let listener = TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     // Tests read the bound address (with `--addr 127.0.0.1:0`) from this line.
     println!("icetester: WHIP server listening on http://{}{}", listener.local_addr()?, cli.whip_endpoint);
     let server = Arc::new(Server {
-        endpoint: cli.whip_endpoint,
-        token: cli.bearer_token,
+        config: Mutex::new(config),
         session_timeout: cli.session_timeout,
         sessions: Arc::new(Semaphore::new(MAX_SESSIONS)),
         next_id: AtomicU64::new(1),
@@ -116,56 +155,16 @@ fn reply(status: StatusCode, text: &str) -> Reply {
     r
 }
 
+/// Routes: the config, the WHIP endpoint; both behind the bearer token when one is set.
 async fn handle(server: Arc<Server>, local: SocketAddr, req: Request<Incoming>) -> Result<Reply, hyper::Error> {
-    let path = req.uri().path().trim_end_matches('/');
-    if path != server.endpoint.trim_end_matches('/') {
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    let endpoint = server.config().whip_endpoint;
+    let is_config = path == CONFIG_PATH;
+    if !is_config && path != endpoint.trim_end_matches('/') {
         return Ok(reply(StatusCode::NOT_FOUND, "404 page not found"));
     }
-    if req.method() != Method::POST {
-        return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, "only POST"));
+    if !server.authorized(&req) {
+        return Ok(reply(StatusCode::UNAUTHORIZED, "unauthorized request"));
     }
-    if let Some(token) = &server.token {
-        let sent = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if sent != Some(&format!("Bearer {token}")) {
-            return Ok(reply(StatusCode::UNAUTHORIZED, "unauthorized WHIP request"));
-        }
-    }
-    if req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) != Some(SDP_CONTENT_TYPE) {
-        return Ok(reply(StatusCode::BAD_REQUEST, "invalid WHIP request, expected Content-Type=application/sdp"));
-    }
-    let Ok(permit) = server.sessions.clone().try_acquire_owned() else {
-        return Ok(reply(StatusCode::SERVICE_UNAVAILABLE, "too many sessions"));
-    };
-    let body = match Limited::new(req.into_body(), MAX_OFFER).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(_) => return Ok(reply(StatusCode::PAYLOAD_TOO_LARGE, "the offer is too large or was cut off")),
-    };
-    let offer = String::from_utf8_lossy(&body);
-    let (link, answer) = match session(local, &offer).await {
-        Ok(started) => started,
-        Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, &format!("cannot answer the offer: {e:#}"))),
-    };
-    let id = server.next_id.fetch_add(1, Ordering::Relaxed);
-    let deadline = Instant::now() + server.session_timeout;
-    // The permit goes with the session: it is held until the echo ends.
-    tokio::spawn(async move {
-        let mut link = link;
-        let _ = probe::echo(&mut link, deadline).await;
-        drop(permit);
-    });
-    let mut r = Response::new(Full::new(Bytes::from(answer)));
-    *r.status_mut() = StatusCode::CREATED;
-    r.headers_mut().insert(CONTENT_TYPE, SDP_CONTENT_TYPE.parse().expect("a valid header value"));
-    if let Ok(location) = format!("{}/{id}", server.endpoint.trim_end_matches('/')).parse() {
-        r.headers_mut().insert(LOCATION, location);
-    }
-    Ok(r)
-}
-
-/// A peer on a fresh UDP port of the address the offer came in on, and its answer.
-async fn session(local: SocketAddr, offer: &str) -> anyhow::Result<(Link, String)> {
-    let socket = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).await.context("binding a UDP port")?;
-    let mut peer = Peer::host(socket.local_addr()?, Instant::now())?;
-    let answer = peer.answer(offer)?;
-    Ok((Link::new(peer, Socket::Udp(socket)), answer))
+    if is_config { Ok(config_api::handle(&server, req).await) } else { Ok(session::handle(&server, local, req).await) }
 }

@@ -2,7 +2,10 @@
 //! (`/ice`) for the Gateway's TURN URIs and credentials, allocates on each TURN transport asked
 //! for, makes a WebRTC data channel through the allocation to an `icetester` (a WHIP server
 //! that echoes), times packets over it and prints upstream's stages, statistics line and
-//! candidates; or the stage that failed and what to check, and exits non-zero.
+//! candidates; or the stage that failed and what to check, and exits non-zero. Upstream's two
+//! tests, in its order: asymmetric ICE over each transport (the tester answers with a host
+//! candidate), then symmetric (the tester, told so through its `/config`, allocates on the
+//! Gateway too and answers with its relay candidate).
 //!
 //! This runs against a tester and a Gateway that are already there (`--whip-server`,
 //! `--auth-server-address`): the standalone operator with a local stunnerd and icetester, or
@@ -15,17 +18,17 @@ use std::error::Error;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use stunner_gateway::turn_auth::IceConfig;
+use stunner_gateway::turn_auth::{IceConfig, IceServer};
 use stunner_gateway_client::auth_api;
 use stunner_gateway_client::cds::Timeouts;
 use stunner_gateway_client::ice::candidate::{self, CandidateDesc};
 use stunner_gateway_client::ice::error::{LinkError, PeerError, RelayError};
-use stunner_gateway_client::ice::link::{Link, LinkEvent, Socket};
-use stunner_gateway_client::ice::peer::Peer;
-use stunner_gateway_client::ice::relay::{Relay, ServerTransport};
+use stunner_gateway_client::ice::link::{Link, LinkEvent};
+use stunner_gateway_client::ice::relay::ServerTransport;
 use stunner_gateway_client::ice::stats::Stats;
+use stunner_gateway_client::ice::tester_config::{RelayServer, TesterConfig};
+use stunner_gateway_client::ice::turn_uri::TurnUri;
 use stunner_gateway_client::ice::{probe, whip};
-use tokio::net::{TcpStream, UdpSocket};
 use url::Url;
 
 /// How long ICE and DTLS may take to open the data channel once the answer is in.
@@ -59,6 +62,31 @@ impl TurnTransport {
             TurnTransport::Tcp => "tcp",
         }
     }
+
+    fn server_transport(self) -> ServerTransport {
+        match self {
+            TurnTransport::Udp => ServerTransport::Udp,
+            TurnTransport::Tcp => ServerTransport::Tcp,
+        }
+    }
+}
+
+/// Upstream's two ICE tests (`ICETestType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IceTestType {
+    /// Only this side goes through the Gateway; the tester answers with a host candidate.
+    Asymmetric,
+    /// Both sides do: the tester allocates on the Gateway too.
+    Symmetric,
+}
+
+impl fmt::Display for IceTestType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IceTestType::Asymmetric => "asymmetric",
+            IceTestType::Symmetric => "symmetric",
+        })
+    }
 }
 
 impl fmt::Display for TurnTransport {
@@ -80,13 +108,13 @@ pub(super) fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, Str
 
 /// A stage that failed: what happened and what to check.
 #[derive(Debug)]
-pub(super) struct StageError {
-    pub(super) error: String,
+pub struct StageError {
+    pub error: String,
     diagnostics: String,
 }
 
 impl StageError {
-    pub(super) fn new(error: impl fmt::Display, diagnostics: impl Into<String>) -> StageError {
+    pub fn new(error: impl fmt::Display, diagnostics: impl Into<String>) -> StageError {
         StageError { error: error.to_string(), diagnostics: diagnostics.into() }
     }
 }
@@ -103,12 +131,19 @@ impl fmt::Display for Failed {
 
 impl Error for Failed {}
 
-/// One TURN server of the Gateway: where, over what, with which credential.
+/// One TURN server of the Gateway: where, with which credential.
 #[derive(Debug, Clone)]
-pub(super) struct TurnServer {
-    pub(super) addr: SocketAddr,
-    username: String,
-    password: String,
+pub struct TurnServer {
+    pub addr: SocketAddr,
+    pub username: String,
+    pub password: String,
+}
+
+impl TurnServer {
+    /// This server as the one ICE server of a tester's config: what the dialer uses itself.
+    pub fn ice_server(&self, transport: TurnTransport) -> IceServer {
+        RelayServer::ice_server(self.addr, transport.server_transport(), &self.username, &self.password)
+    }
 }
 
 /// What a successful run over one transport measured.
@@ -164,17 +199,63 @@ async fn stages(
     })
     .await?;
     let servers = stage("Checking Gateway", None, async { turn_servers(&ice, transports) }).await?;
-    for (transport, server) in transports.iter().zip(servers) {
-        let label = format!("asymmetric ICE test over {transport}");
-        let test = asymmetric(*transport, &server, whip, args, timeouts, deadline);
-        let report = stage("Running", Some(&label), test).await?;
-        print_report(&report);
+    let servers: Vec<_> = transports.iter().copied().zip(servers).collect();
+    // Standalone, the tester reaches the Gateway where this side does.
+    ice_tests(args, whip, &servers, |transport, server| vec![server.ice_server(transport)], timeouts, deadline).await
+}
+
+/// Upstream's ICE tests in its order: asymmetric over each transport, then symmetric over
+/// each, where the tester allocates on the ICE servers `tester_servers` gives for the
+/// transport (where the tester reaches the Gateway: the dialer's own address standalone, the
+/// Gateway's Service in a cluster). Stops at the first that fails.
+pub async fn ice_tests(
+    args: &IceTestArgs,
+    whip: &str,
+    servers: &[(TurnTransport, TurnServer)],
+    tester_servers: impl Fn(TurnTransport, &TurnServer) -> Vec<IceServer>,
+    timeouts: Timeouts,
+    deadline: Instant,
+) -> Result<(), Box<dyn Error>> {
+    for kind in [IceTestType::Asymmetric, IceTestType::Symmetric] {
+        for (transport, server) in servers {
+            let label = format!("{kind} ICE test over {transport}");
+            let relay_through = match kind {
+                IceTestType::Asymmetric => Vec::new(),
+                IceTestType::Symmetric => tester_servers(*transport, server),
+            };
+            let test = async {
+                configure_tester(whip, relay_through, timeouts).await?;
+                ice_test(kind, *transport, server, whip, args, timeouts, deadline).await
+            };
+            let report = stage("Running", Some(&label), test).await?;
+            print_report(&report);
+        }
+    }
+    Ok(())
+}
+
+/// Sets the tester's `/config` as upstream's icetest does before each test: relayed through
+/// `servers` (policy `relay`), or host candidates when there are none; and reads it back.
+pub async fn configure_tester(whip: &str, servers: Vec<IceServer>, timeouts: Timeouts) -> Result<(), StageError> {
+    let config = TesterConfig::relayed_through(servers);
+    let set = whip::configure(whip, &config, timeouts).await.map_err(|e| {
+        StageError::new(
+            format!("could not update config on ICE tester backend: {e}"),
+            "check that the icetester runs and --whip-server points at it (its /config is beside its WHIP endpoint), \
+             and the tester's log",
+        )
+    })?;
+    if (&set.ice_servers, set.ice_transport_policy) != (&config.ice_servers, config.ice_transport_policy) {
+        return Err(StageError::new(
+            "the ICE tester backend reports another config than the one set",
+            "another icetest may be using the same tester at once: run one at a time",
+        ));
     }
     Ok(())
 }
 
 /// Prints a stage's line, runs it, and ends the line with `completed` or the error.
-pub(super) async fn stage<T>(
+pub async fn stage<T>(
     name: &str,
     over: Option<&str>,
     body: impl Future<Output = Result<T, StageError>>,
@@ -212,7 +293,7 @@ fn check_whip_url(whip: &str) -> Result<(), StageError> {
 }
 
 /// The Gateway's TURN server for each transport, from the URIs of the ICE config.
-pub(super) fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
+pub fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
     transports
         .iter()
         .map(|t| {
@@ -244,20 +325,13 @@ pub(super) fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Res
 
 /// `turn:HOST:PORT?transport=udp` with an IP literal for host.
 fn turn_addr(uri: &str, transport: TurnTransport) -> Option<SocketAddr> {
-    let rest = uri.strip_prefix("turn:")?;
-    let (hostport, query) = rest.split_once('?').unwrap_or((rest, "transport=udp"));
-    if !query.split('&').any(|kv| kv.eq_ignore_ascii_case(&format!("transport={}", transport.uri_transport()))) {
-        return None;
-    }
-    hostport.parse().ok().or_else(|| {
-        let (host, port) = hostport.rsplit_once(':')?;
-        Some(SocketAddr::new(host.trim_matches(['[', ']']).parse().ok()?, port.parse().ok()?))
-    })
+    TurnUri::parse(uri).ok().filter(|u| u.transport == transport.server_transport())?.socket_addr()
 }
 
 /// Allocation, offer/answer, the data channel, the measurement: the first that fails names
-/// what to check.
-pub(super) async fn asymmetric(
+/// what to check. The tester's config for `kind` is set already.
+pub(super) async fn ice_test(
+    kind: IceTestType,
     transport: TurnTransport,
     server: &TurnServer,
     whip_url: &str,
@@ -271,27 +345,11 @@ pub(super) async fn asymmetric(
             "check that stunnerd runs the Gateway's config (`stunnerctl status`) and that its public address is reachable",
         )
     };
-    let unspecified: SocketAddr = if server.addr.is_ipv4() {
-        "0.0.0.0:0".parse().expect("an address")
-    } else {
-        "[::]:0".parse().expect("an address")
-    };
-    let (socket, local, kind) = match transport {
-        TurnTransport::Udp => {
-            let socket = UdpSocket::bind(unspecified).await.map_err(io)?;
-            let local = socket.local_addr().map_err(io)?;
-            (Socket::Udp(socket), local, ServerTransport::Udp)
-        }
-        TurnTransport::Tcp => {
-            let connect = tokio::time::timeout(timeouts.connect, TcpStream::connect(server.addr));
-            let stream = connect.await.map_err(|_| io(std::io::ErrorKind::TimedOut.into()))?.map_err(io)?;
-            let local = stream.local_addr().map_err(io)?;
-            (Socket::Tcp(stream), local, ServerTransport::Tcp)
-        }
-    };
-    let now = Instant::now();
-    let relay = Relay::allocate(kind, local, server.addr, &server.username, &server.password, now);
-    let mut link = Link::new(Peer::relayed(relay, now), socket);
+    let mut link =
+        Link::relayed(transport.server_transport(), server.addr, &server.username, &server.password, timeouts.connect)
+            .await
+            .map_err(io)?;
+    let local = link.local_addr().map_err(io)?;
 
     let allocation_check = "check the Gateway's credentials (`stunnerctl auth`, the GatewayConfig's authType, \
                             userName and password or secret) and that stunnerd runs the config (`stunnerctl status`)";
@@ -311,17 +369,35 @@ pub(super) async fn asymmetric(
     };
 
     let (offer, pending) = link.peer.offer().map_err(|e| StageError::new(e, "a bug: please report it"))?;
-    let answer = whip::exchange(whip_url, offer, timeouts).await.map_err(|e| {
-        StageError::new(e, "check that the icetester runs and --whip-server points at its WHIP endpoint")
+    let answer = whip::exchange(whip_url, offer, timeouts).await.map_err(|e| match kind {
+        IceTestType::Asymmetric => {
+            StageError::new(e, "check that the icetester runs and --whip-server points at its WHIP endpoint")
+        }
+        IceTestType::Symmetric => StageError::new(
+            e,
+            "the tester answers from its own allocation on the Gateway: if it could not allocate, check that \
+             the tester reaches the Gateway's TURN server at the address it was given (GET its /config) and \
+             the Gateway's credentials; else that the icetester runs at --whip-server",
+        ),
     })?;
     link.peer.accept_answer(pending, &answer).map_err(|e| {
         StageError::new(e, "the tester's answer is not one this test can use: check the tester's version")
     })?;
     let mut remote = candidate::from_sdp(&answer);
 
-    let no_route = "no backend route: ICE checks through the relay got no answer. Check that a UDPRoute attached \
-                    to the Gateway has the tester among its backends (`stunnerctl config`, the route's status) \
-                    and that the tester's address is reachable from stunnerd";
+    let no_route = match kind {
+        IceTestType::Asymmetric => {
+            "no backend route: ICE checks through the relay got no answer. Check that a UDPRoute attached \
+             to the Gateway has the tester among its backends (`stunnerctl config`, the route's status) \
+             and that the tester's address is reachable from stunnerd"
+        }
+        IceTestType::Symmetric => {
+            "no route between the two allocations: ICE checks from relay to relay got no answer. Check \
+             that the Gateway's routes let its allocations reach the tester's relayed address (an address \
+             of the dataplane itself: `stunnerctl config`, the route's backends) and that the asymmetric \
+             test over this transport passed"
+        }
+    };
     let open_deadline = deadline.min(Instant::now() + CONNECT_TIMEOUT);
     loop {
         match link.next(open_deadline).await {
@@ -398,5 +474,18 @@ mod tests {
         assert_eq!(turn_addr("turn:[::1]:3479?transport=tcp", TurnTransport::Tcp), Some("[::1]:3479".parse().unwrap()));
         assert_eq!(turn_addr("turn:stunner.example.com:3478?transport=udp", TurnTransport::Udp), None);
         assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+    }
+
+    /// Standalone, the tester is told the server the dialer uses: the same address, transport
+    /// and credential.
+    #[test]
+    fn the_testers_ice_server_is_the_dialers() {
+        let server = TurnServer { addr: "127.0.0.1:3478".parse().unwrap(), username: "u".into(), password: "p".into() };
+        for transport in [TurnTransport::Udp, TurnTransport::Tcp] {
+            let ice = server.ice_server(transport);
+            assert_eq!(ice.urls.len(), 1);
+            assert_eq!(turn_addr(&ice.urls[0], transport), Some(server.addr), "{ice:?}");
+            assert_eq!((ice.username.as_str(), ice.credential.as_str()), ("u", "p"));
+        }
     }
 }

@@ -13,7 +13,7 @@ pub mod manifests;
 mod objects;
 
 use super::cli::IceTestArgs;
-use super::icetest_cmd::{self, Failed, StageError, TurnServer, TurnTransport, stage};
+use super::icetest_cmd::{self, Failed, IceTestType, StageError, TurnServer, TurnTransport, stage};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::Api;
@@ -101,11 +101,13 @@ async fn stages(
     let servers =
         stage("Obtaining ICE server configuration", None, ice_servers(&auth.address, ns, transports, timeouts)).await?;
     let whip_url = format!("http://{}/whip", whip.local_addr());
-    // Upstream runs every asymmetric test, then every symmetric one; the symmetric tests (the
-    // tester relaying through the Gateway too) go after this loop.
+    // Upstream runs every asymmetric test, then every symmetric one. The symmetric ones
+    // (`icetest_cmd::ice_tests`, the tester told through its /config to relay through the
+    // Gateway's Service) are not run here yet: a fresh tester answers with host candidates.
+    let kind = IceTestType::Asymmetric;
     for (transport, server) in transports.iter().zip(&servers) {
-        let label = format!("asymmetric ICE test over {transport}");
-        let test = icetest_cmd::asymmetric(*transport, server, &whip_url, args, timeouts, deadline);
+        let label = format!("{kind} ICE test over {transport}");
+        let test = icetest_cmd::ice_test(kind, *transport, server, &whip_url, args, timeouts, deadline);
         let report = stage("Running", Some(&label), test).await?;
         icetest_cmd::print_report(&report);
     }
