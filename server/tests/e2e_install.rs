@@ -17,6 +17,8 @@ mod registry;
 
 #[path = "e2e_install/faults.rs"]
 mod faults;
+#[path = "e2e_install/icetest.rs"]
+mod icetest;
 #[path = "e2e_install/upstream_icetest.rs"]
 mod upstream_icetest;
 
@@ -649,6 +651,7 @@ async fn helm_install_relays_turn_and_survives_operator_changes() {
     }
 
     upstream_icetest::upstream_icetest_relays_and_names_broken_stages(&node, &client).await;
+    icetest::our_icetest_relays_and_names_broken_stages(&node, &client).await;
 
     // `helm uninstall` removes what the chart made; the dataplane goes with its Gateway.
     helm(&node, "uninstall", &[]);

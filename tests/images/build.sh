@@ -15,6 +15,11 @@
 #                                               tests/interop/go.mod (<tag> is that version
 #                                               without its `v`), the peer upstream's
 #                                               `stunnerctl icetest --ice-tester-image` runs
+#   icetester-rs ghcr.io/l7mp/stunner-icetester-rs:<version>  our Rust icetester (client crate),
+#                                               the default of our `stunnerctl icetest`
+#                                               (DEFAULT_ICE_TESTER_REPOSITORY in its source,
+#                                               <version> the workspace's crate version);
+#                                               built in the operator's cargo invocation
 #   coredns   registry.k8s.io/coredns/coredns:<v> cmd/coredns: the CoreDNS module (go.mod) with
 #                                               the plugins a cluster DNS needs, CGO_ENABLED=0
 #   udp-echo  localhost/stunner-test/udp-echo:latest  cmd/udp-echo, CGO_ENABLED=0
@@ -24,6 +29,8 @@
 # aarch64-unknown-linux-gnu (`rustup target add`, from static.rust-lang.org) and Debian's
 # gcc-aarch64-linux-gnu and libc6-dev-arm64-cross, and says which is missing otherwise.
 # Usage: build.sh [--force] [NAME...]   (no NAME: all of them)
+#        build.sh --ref NAME               prints NAME's image reference (operator, stunnerd,
+#                                          icetester, icetester-rs) and builds nothing
 # Needs python3, gcc with a static libc (libc6-dev), go (module proxy reachable on first use),
 # cargo and ldd.
 set -euo pipefail
@@ -38,14 +45,16 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 force=0
 names=()
+print_ref=0
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
+    --ref) print_ref=1 ;;
     -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) names+=("$arg") ;;
   esac
 done
-all=(pause operator stunnerd icetester coredns udp-echo)
+all=(pause operator stunnerd icetester icetester-rs coredns udp-echo)
 [[ ${#names[@]} -gt 0 ]] || names=("${all[@]}")
 
 # fresh TARGET INPUT...: TARGET exists and is newer than every INPUT.
@@ -102,6 +111,25 @@ stunnerd_ref() {
   echo "$ref"
 }
 
+# Our icetester's reference: the repository stunnerctl defaults to (DEFAULT_ICE_TESTER_REPOSITORY)
+# and the workspace's crate version, the tag stunnerctl appends to it.
+icetester-rs_ref() {
+  local src="$root/client/src/bin/stunnerctl/icetest_cluster/manifests.rs" repo version
+  repo="$(sed -n 's/^pub const DEFAULT_ICE_TESTER_REPOSITORY: &str = "\(.*\)";$/\1/p' "$src")"
+  version="$(awk '/^\[workspace.package\]/ {w=1; next} /^\[/ {w=0} w && $1=="version" {gsub(/"/, "", $3); print $3; exit}' "$root/Cargo.toml")"
+  [[ -n "$repo" && -n "$version" ]] || { echo "build.sh: no DEFAULT_ICE_TESTER_REPOSITORY in $src or no version in Cargo.toml" >&2; return 1; }
+  echo "$repo:$version"
+}
+
+# The release binaries of the images built from this workspace, in ONE cargo invocation: the
+# operator's and our icetester's dependencies are then compiled once, with one feature set
+# (two invocations would unify features differently and rebuild shared crates for each).
+cargo_release() {
+  (cd "$root" && cargo build --release --locked \
+      -p stunner-gateway-operator --bin stunner-gateway-operator \
+      -p stunner-gateway-client --bin icetester)
+}
+
 # The machine's architecture in Go's (and OCI's) words.
 host_arch() {
   case "$(uname -m)" in x86_64|amd64) echo amd64 ;; aarch64|arm64) echo arm64 ;; *) uname -m ;; esac
@@ -153,7 +181,7 @@ build_operator() {
   local bin="${CARGO_TARGET_DIR:-$root/target}/release/stunner-gateway-operator" tar="$out/operator.tar" ref
   ref="$(operator_ref)"
   # cargo decides itself whether the binary is stale (a no-op of a few seconds when it is not)
-  (cd "$root" && cargo build --release -p stunner-gateway-operator --locked)
+  cargo_release
   fresh "$tar" "$bin" "$root/deploy/helm/stunner-gateway-operator/values.yaml" \
     "$here/oci-archive.py" "$here/build.sh" && return 2
   local files=(--file "$bin=/stunner-gateway-operator")
@@ -192,16 +220,41 @@ interop_pin() {
   echo "${pin#v}"
 }
 
+# Upstream's icetester image: upstream's name, the pinned version as its tag.
+icetester_ref() {
+  local tag
+  tag="$(interop_pin)" || return 1
+  echo "docker.io/l7mp/icetester:$tag"
+}
+
 # Upstream's ICE test peer, from the same module and build as the dataplane's stunnerd. The
 # pod upstream's icetest makes runs `icetester` by name, so the image sets PATH.
 build_icetester() {
-  local bin="$root/tests/interop/bin/icetester" tar="$out/icetester.tar" tag
-  tag="$(interop_pin)" || return 1
+  local bin="$root/tests/interop/bin/icetester" tar="$out/icetester.tar" ref
+  ref="$(icetester_ref)" || return 1
   "$root/tests/interop/build.sh" >/dev/null
   fresh "$tar" "$bin" "$root/tests/interop/go.mod" "$here/oci-archive.py" "$here/build.sh" && return 2
-  pack --ref "docker.io/l7mp/icetester:$tag" --out "$tar" --user 65532:65532 \
+  pack --ref "$ref" --out "$tar" --user 65532:65532 \
     --env PATH=/usr/local/bin:/usr/bin:/bin --dir /tmp:1777 \
     --file "$bin=/usr/bin/icetester" --entrypoint /usr/bin/icetester --expose 8089/tcp
+}
+
+# Our Rust icetester (client/src/bin/icetester), from the operator's cargo invocation and
+# target dir (no second dependency build); linked like the operator, so it ships the shared
+# libraries ldd lists. The pod our icetest makes runs `icetester` by name, so PATH is set.
+build_icetester-rs() {
+  local bin="${CARGO_TARGET_DIR:-$root/target}/release/icetester" tar="$out/icetester-rs.tar" ref lib
+  ref="$(icetester-rs_ref)" || return 1
+  cargo_release
+  fresh "$tar" "$bin" "$root/Cargo.toml" "$root/client/src/bin/stunnerctl/icetest_cluster/manifests.rs" \
+    "$here/oci-archive.py" "$here/build.sh" && return 2
+  local files=(--file "$bin=/usr/bin/icetester")
+  while read -r lib; do
+    files+=(--file "$(readlink -f "$lib")=$lib")
+  done < <(ldd "$bin" | awk '$2=="=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+  pack --ref "$ref" --out "$tar" --user 65532:65532 \
+    --env PATH=/usr/local/bin:/usr/bin:/bin --dir /tmp:1777 \
+    --entrypoint /usr/bin/icetester --expose 8089/tcp "${files[@]}"
 }
 
 coredns_version() {
@@ -227,6 +280,13 @@ build_udp-echo() {
   pack --ref localhost/stunner-test/udp-echo:latest --out "$tar" --user 65532:65532 \
     --file "$bin=/udp-echo" --entrypoint /udp-echo --expose 9001/udp
 }
+
+if [[ $print_ref -eq 1 ]]; then
+  [[ ${#names[@]} -eq 1 ]] && declare -F "${names[0]}_ref" >/dev/null ||
+    { echo "build.sh: --ref takes one of: operator stunnerd icetester icetester-rs" >&2; exit 2; }
+  "${names[0]}_ref"
+  exit
+fi
 
 summary=()
 failed=0

@@ -1,7 +1,9 @@
 //! Finding pods by the labels upstream stunnerctl looks for (stunner `pkg/apis/v1/default.go`).
 
 use super::error::ClusterError;
-use super::labels::{APP_LABEL, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL};
+use super::labels::{
+    APP_LABEL, AUTH_APP, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL,
+};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -31,6 +33,16 @@ pub async fn cds_pod(client: &Client, namespace: Option<&str>) -> Result<Pod, Cl
             None => "in any namespace".into(),
         },
     })
+}
+
+/// The credential API: a pod labelled `app=stunner-auth` in any namespace, as upstream's
+/// `DiscoverK8sAuthServer` finds it; a ready one first, then by namespace and name.
+pub async fn auth_pod(client: &Client) -> Result<Pod, ClusterError> {
+    let api: Api<Pod> = Api::all(client.clone());
+    let mut pods = api.list(&ListParams::default().labels(&format!("{APP_LABEL}={AUTH_APP}"))).await?.items;
+    pods.retain(|p| p.metadata.deletion_timestamp.is_none());
+    pods.sort_by_key(|p| (!is_ready(p), pod_key(p)));
+    pods.into_iter().next().ok_or(ClusterError::NoAuthServer)
 }
 
 /// The label selector of the dataplane pods of the Gateways in `namespace` (all namespaces when
@@ -70,7 +82,8 @@ pub async fn dataplane_pods(
     Ok(pods)
 }
 
-fn is_ready(pod: &Pod) -> bool {
+/// Whether the pod's `Ready` condition is true.
+pub fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

@@ -18,6 +18,13 @@ pub enum ClusterError {
     )]
     NoCdsServer { where_: String },
 
+    /// No pod carries `app=stunner-auth` where we looked.
+    #[error(
+        "no credential API found: no pod is labelled app=stunner-auth \
+         (is the STUNner gateway operator installed with its credential API? give --auth-server-address to connect directly)"
+    )]
+    NoAuthServer,
+
     #[error("pod {pod} not found among the dataplane pods of gateway {gateway}")]
     NoSuchPod { pod: String, gateway: String },
 

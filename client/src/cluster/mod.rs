@@ -5,16 +5,21 @@
 //! a loopback listener so that every client of this crate (HTTP, WebSocket, gRPC) works over
 //! them unchanged.
 //!
-//! `discovery` picks the pods (by their `labels`), `portforward` carries connections to them.
+//! `discovery` picks the pods (by their `labels`), `portforward` carries connections to them,
+//! `http_proxy` carries HTTP requests to a pod through the API server's pod proxy.
 
 mod discovery;
 mod error;
+mod http_proxy;
 mod labels;
 mod portforward;
 
-pub use discovery::{cds_pod, dataplane_pods, dataplane_selector, pod_key};
+pub use discovery::{auth_pod, cds_pod, dataplane_pods, dataplane_selector, is_ready, pod_key};
 pub use error::ClusterError;
-pub use labels::{APP_LABEL, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL};
+pub use http_proxy::PodHttpProxy;
+pub use labels::{
+    APP_LABEL, AUTH_APP, CDS_LABEL, DATAPLANE_APP, RELATED_GATEWAY_NAME_LABEL, RELATED_GATEWAY_NAMESPACE_LABEL,
+};
 pub use portforward::PortForward;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};

@@ -41,6 +41,11 @@ pub struct Cli {
     #[arg(short, long, global = true, default_value = "default")]
     pub namespace: String,
 
+    /// Whether -n/--namespace was given: commands with a namespace of their own (icetest's
+    /// `icetest`, as upstream's) use it only then.
+    #[arg(skip)]
+    pub namespace_given: bool,
+
     /// Consider all namespaces.
     #[arg(short, long = "all-namespaces", visible_short_alias = 'A', global = true)]
     pub all_namespaces: bool,
@@ -134,6 +139,23 @@ pub enum Command {
     Icetest(IceTestArgs),
 }
 
+impl Cli {
+    /// The command line, as `Cli::try_parse` reads it, and whether it named a namespace.
+    pub fn parse_args() -> Result<Cli, clap::Error> {
+        Cli::parse_args_from(std::env::args_os())
+    }
+
+    fn parse_args_from<I: IntoIterator<Item = T>, T: Into<std::ffi::OsString> + Clone>(
+        args: I,
+    ) -> Result<Cli, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        cli.namespace_given = matches.value_source("namespace") == Some(clap::parser::ValueSource::CommandLine);
+        Ok(cli)
+    }
+}
+
 /// `stunnerctl icetest [udp|tcp]...`: upstream's flags that this mode uses, and ours.
 #[derive(Debug, Args)]
 pub struct IceTestArgs {
@@ -157,6 +179,14 @@ pub struct IceTestArgs {
     /// How long packets are sent over each transport (ours; upstream sends for 20s).
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     pub duration: Duration,
+    /// The icetester image to deploy (without --whip-server) [default: ours,
+    /// ghcr.io/l7mp/stunner-icetester-rs:<this version>].
+    #[arg(long)]
+    pub ice_tester_image: Option<String>,
+    /// Remove what an earlier run left behind (the test namespace) before testing (without
+    /// --whip-server).
+    #[arg(long)]
+    pub force_cleanup: bool,
 }
 
 /// Upstream's flags for reaching dataplane pods.
@@ -233,6 +263,15 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_namespace_given_anywhere_is_told_from_the_default() {
+        for args in [&["stunnerctl", "icetest", "-n", "default"][..], &["stunnerctl", "--namespace", "x", "icetest"]] {
+            assert!(Cli::parse_args_from(args).unwrap().namespace_given, "{args:?}");
+        }
+        let cli = Cli::parse_args_from(["stunnerctl", "icetest", "udp"]).unwrap();
+        assert!(!cli.namespace_given && cli.namespace == "default");
     }
 
     #[test]

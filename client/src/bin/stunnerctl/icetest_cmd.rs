@@ -9,8 +9,8 @@
 //!
 //! This runs against a tester and a Gateway that are already there (`--whip-server`,
 //! `--auth-server-address`): the standalone operator with a local stunnerd and icetester, or
-//! an installation reached through port-forwards. Upstream's mode that deploys the tester and
-//! the Gateways in a cluster itself is not built yet (docs/compatibility.md).
+//! an installation reached through port-forwards. Without `--whip-server`, `icetest_cluster`
+//! deploys the tester and the Gateways into the cluster itself and runs the ICE tests here.
 
 use super::cli::IceTestArgs;
 use jiff::Timestamp;
@@ -99,7 +99,7 @@ impl fmt::Display for TurnTransport {
 }
 
 /// The transports asked for, upstream's default (both) when none is.
-fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, String> {
+pub(super) fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, String> {
     if protocols.is_empty() {
         return Ok(vec![TurnTransport::Udp, TurnTransport::Tcp]);
     }
@@ -109,7 +109,7 @@ fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, String> {
 /// A stage that failed: what happened and what to check.
 #[derive(Debug)]
 pub struct StageError {
-    error: String,
+    pub error: String,
     diagnostics: String,
 }
 
@@ -147,7 +147,7 @@ impl TurnServer {
 }
 
 /// What a successful run over one transport measured.
-struct Report {
+pub(super) struct Report {
     stats: Stats,
     local: Vec<CandidateDesc>,
     remote: Vec<CandidateDesc>,
@@ -158,8 +158,8 @@ struct Report {
 pub async fn run(args: &IceTestArgs, namespace: &str) -> Result<(), Box<dyn Error>> {
     let transports = transports(&args.protocols)?;
     let auth = args.auth_server_address.as_deref().ok_or(
-        "stunnerctl icetest needs --auth-server-address (the operator's credential API) and --whip-server \
-         (an icetester): deploying a tester into a cluster is not built yet",
+        "with --whip-server, stunnerctl icetest needs --auth-server-address (the operator's credential API); \
+         without both it deploys its own tester and Gateways into the cluster",
     )?;
     let whip = args.whip_server.as_deref().ok_or("stunnerctl icetest needs --whip-server (an icetester's WHIP URL)")?;
     let deadline = Instant::now() + args.timeout;
@@ -330,7 +330,7 @@ fn turn_addr(uri: &str, transport: TurnTransport) -> Option<SocketAddr> {
 
 /// Allocation, offer/answer, the data channel, the measurement: the first that fails names
 /// what to check. The tester's config for `kind` is set already.
-async fn ice_test(
+pub(super) async fn ice_test(
     kind: IceTestType,
     transport: TurnTransport,
     server: &TurnServer,
@@ -431,7 +431,7 @@ async fn ice_test(
     Ok(Report { stats, local, remote })
 }
 
-fn print_report(report: &Report) {
+pub(super) fn print_report(report: &Report) {
     println!("\t{}", report.stats.line());
     for (name, candidates) in [("LocalICECandidates", &report.local), ("RemoteICECandidates", &report.remote)] {
         println!("\t{name}:");
@@ -442,7 +442,7 @@ fn print_report(report: &Report) {
 }
 
 /// A duration as Go prints it (`5m0s`, `30s`), for upstream's timeout line.
-fn go_duration(d: Duration) -> String {
+pub(super) fn go_duration(d: Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, s % 3600 / 60, s % 60) {
         (0, 0, s) => format!("{s}s"),

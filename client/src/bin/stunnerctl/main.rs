@@ -4,7 +4,8 @@
 //! reached through a port-forward, as upstream does. Ours besides: `gateway-status` for the
 //! operator's own statuses, `clients` for its client table, `console` for its web console,
 //! `auth` computed from the served config (no auth service needed), and `--transport grpc` for
-//! the gRPC API with the same output. `icetest` runs a WebRTC data channel through a Gateway.
+//! the gRPC API with the same output. `icetest` runs a WebRTC data channel through a Gateway:
+//! one already there (`--whip-server`), or, as upstream's, ones it deploys with its own tester.
 //!
 //! Exit status: 0 on success (including a watch ended by Ctrl-C or SIGTERM, and a command that
 //! found nothing, which says so on stderr), 1 on any error, with the message on stderr.
@@ -18,13 +19,13 @@ mod config_cmd;
 mod connect;
 mod console_cmd;
 mod gateway_status_cmd;
+mod icetest_cluster;
 mod icetest_cmd;
 mod jsonpath;
 mod output;
 mod status_cmd;
 mod summary;
 
-use clap::Parser;
 use cli::{Cli, Command};
 use output::Printer;
 use std::error::Error;
@@ -34,7 +35,7 @@ use stunner_gateway::cds::ConfigId;
 use stunner_gateway_client::cds::{ConfigScope, Transport};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -64,7 +65,24 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
     }
     if let Command::Icetest(args) = &cli.command {
         config_flags_unused(&cli)?;
-        return icetest_cmd::run(args, &cli.namespace).await;
+        if args.whip_server.is_some() {
+            for (flag, set) in
+                [("--ice-tester-image", args.ice_tester_image.is_some()), ("--force-cleanup", args.force_cleanup)]
+            {
+                if set {
+                    return Err(
+                        format!("{flag} applies only without --whip-server (when icetest deploys its tester)").into()
+                    );
+                }
+            }
+            return icetest_cmd::run(args, &cli.namespace).await;
+        }
+        if args.gateway.is_some() {
+            return Err("--gateway applies only with --whip-server: without it icetest makes its own Gateways".into());
+        }
+        let namespace =
+            if cli.namespace_given { cli.namespace.as_str() } else { icetest_cluster::manifests::DEFAULT_NAMESPACE };
+        return icetest_cluster::run(args, namespace, &connect::cluster_options(&cli.cluster)).await;
     }
     let cds = connect::cds(&cli).await?;
     let result = match &cli.command {

@@ -1,0 +1,181 @@
+//! Issue #59: OUR `stunnerctl icetest` in cluster mode (no `--whip-server`) against our
+//! operator installed with Helm, on the install test's node: it deploys our icetester image
+//! (tests/images `icetester-rs`), a TURN-UDP and a TURN-TCP Gateway and a route, takes
+//! credentials from the chart's credential API (`app=stunner-auth`, port-forwarded), reaches
+//! the tester through the API server's pod proxy, relays a data channel through each Gateway
+//! and removes what it made. The test stands in for a load balancer controller, as the
+//! upstream icetest's does (`upstream_icetest::stand_in_load_balancer`).
+//!
+//! Runs, each to its end and each checked for its cleanup (namespace, Dataplane, GatewayClass
+//! gone):
+//! - over TURN-UDP and TURN-TCP: every stage completes, a statistics line per transport with
+//!   most packets back, the client's selected candidate a relay;
+//! - a namespace already there: fails at "Initializing" and leaves that namespace alone; then
+//!   with `--force-cleanup` it is removed and the run goes on (next case);
+//! - the route deleted as soon as it exists: fails at the ICE test, naming the missing route;
+//! - the GatewayConfig's shared secret changed once the credentials were obtained: an ICE test
+//!   allocating with them is refused, naming the credentials.
+//!
+//! Short runs (`--duration 3s`): the cost is the Gateways' dataplane pods starting, about
+//! 20 s a run.
+
+use super::upstream_icetest::{Run, line_reader, sent_and_lost, stand_in_load_balancer};
+use super::*;
+use std::sync::mpsc::RecvTimeoutError;
+
+/// The image tests/images/build.sh builds from our icetester (`build.sh --ref icetester-rs`).
+fn our_icetester_image() -> String {
+    let out = Command::new("bash")
+        .args([repo_file("tests/images/build.sh").to_str().unwrap(), "--ref", "icetester-rs"])
+        .output()
+        .expect("run tests/images/build.sh --ref");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A run's bound: `--timeout` plus the cleanup.
+const RUN_BOUND: Duration = Duration::from_secs(150);
+
+/// What the test does to the cluster while icetest runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Meddle {
+    None,
+    /// Deletes the UDPRoute as soon as it exists.
+    DeleteRoute,
+    /// Changes the GatewayConfig's shared secret once the credentials were obtained.
+    ChangeSecret,
+}
+
+/// Runs our icetest in `ns` with `args` to its end, acting as the load balancer and doing
+/// `meddle`; returns whether it exited 0, and what it printed.
+async fn icetest(node: &Node, client: &Client, ns: &str, args: &[&str], meddle: Meddle) -> (bool, Run) {
+    let mut child = Command::new(stunnerctl_bin())
+        .args(["--kubeconfig", node.kubeconfig.to_str().unwrap(), "-n", ns, "icetest"])
+        .args(["--timeout", "90s", "--duration", "3s"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run stunnerctl icetest");
+    let lines = line_reader(child.stdout.take().unwrap());
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let routes = e2e::api_for(client, "stunner.l7mp.io/v1", "UDPRoute", Some(ns)).await;
+    let configs = e2e::api_for(client, "stunner.l7mp.io/v1", "GatewayConfig", Some(ns)).await;
+    let (mut output, mut meddled, mut exposed) = (String::new(), false, BTreeSet::new());
+    let started = Instant::now();
+    let status = loop {
+        assert!(started.elapsed() < RUN_BOUND, "icetest ran past {RUN_BOUND:?}:\n{output}");
+        match tokio::task::block_in_place(|| lines.recv_timeout(Duration::from_millis(250))) {
+            Ok(line) => {
+                output.push_str(&line);
+                output.push('\n');
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        stand_in_load_balancer(&services, node, &mut exposed).await;
+        match meddle {
+            Meddle::DeleteRoute if !meddled && routes.get_opt("icetest-route").await.ok().flatten().is_some() => {
+                routes.delete("icetest-route", &DeleteParams::default()).await.unwrap();
+                meddled = true;
+            }
+            Meddle::ChangeSecret if !meddled && output.contains("Obtaining ICE server configuration... completed") => {
+                let changed = json!({"spec": {"sharedSecret": "changed-under-the-test"}});
+                configs.patch("icetest-gatewayconfig", &PatchParams::default(), &Patch::Merge(changed)).await.unwrap();
+                meddled = true;
+            }
+            _ => {}
+        }
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    output.push_str(&stderr);
+    assert!(meddle == Meddle::None || meddled, "the test did not get to break the run:\n{output}");
+    (status.success(), Run::parse(output))
+}
+
+/// What a run made is gone: the namespace (with the Gateways, route and tester), and the
+/// cluster-scoped Dataplane and GatewayClass.
+async fn cleaned_up(client: &Client, ns: &str) {
+    e2e::wait_gone(client, "v1", "Namespace", None, ns).await;
+    e2e::wait_gone(client, "stunner.l7mp.io/v1", "Dataplane", None, "icetester-dataplane").await;
+    e2e::wait_gone(client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "icetest-gatewayclass").await;
+}
+
+/// The passing run: all of upstream's stages, a statistics line per transport with most
+/// packets back, the client's selected candidate a relay.
+fn check_passed(run: &Run) {
+    let expected = [
+        "Initializing",
+        "Checking installation",
+        "Checking Gateway",
+        "Obtaining ICE server configuration",
+        "Running asymmetric ICE test over TURN-UDP",
+        "Running asymmetric ICE test over TURN-TCP",
+    ];
+    assert_eq!(run.completed(), expected, "our icetest's stages:\n{}", run.output);
+    let stats: Vec<(u64, u64)> = run.output.lines().filter_map(sent_and_lost).collect();
+    assert_eq!(stats.len(), 2, "a Statistics line per ICE test:\n{}", run.output);
+    for (sent, lost) in stats {
+        assert!(sent > 0 && lost * 2 < sent, "{lost} of {sent} packets lost:\n{}", run.output);
+    }
+    for block in run.output.split("LocalICECandidates:").skip(1) {
+        let local = block.split("RemoteICECandidates:").next().unwrap_or_default();
+        let chosen = local.lines().find(|l| l.trim_start().starts_with("* ")).unwrap_or_default();
+        assert!(chosen.contains("relay"), "the client's selected candidate is not a relay: {chosen}\n{}", run.output);
+    }
+}
+
+/// Issue #59, deliverable 3 for our icetest, on the install test's node with the chart
+/// installed.
+pub async fn our_icetest_relays_and_names_broken_stages(node: &Node, client: &Client) {
+    let image = our_icetester_image();
+    if !node.facts.images.contains(&image) {
+        let how = "run tests/images/build.sh icetester-rs (scripts/test does)";
+        e2e::external::unavailable(&format!("the node has no {image}: {how}"), "CI");
+        return;
+    }
+
+    let t0 = Instant::now();
+    let (ok, run) = icetest(node, client, "icetest", &["udp", "tcp"], Meddle::None).await;
+    assert!(ok, "our icetest failed:\n{}", run.output);
+    check_passed(&run);
+    cleaned_up(client, "icetest").await;
+    eprintln!("node e2e: our icetest over TURN-UDP and TURN-TCP ({:.0?}):\n{}", t0.elapsed(), run.output);
+
+    // A namespace already there is not ours to use, and not ours to delete...
+    let t0 = Instant::now();
+    let ns = "icetest-leftover";
+    apply_yaml(client, &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n")).await;
+    let (ok, run) = icetest(node, client, ns, &["udp"], Meddle::None).await;
+    assert!(!ok, "{}", run.output);
+    assert_eq!(run.failed_stage(), "Initializing", "{}", run.output);
+    assert!(run.output.contains("already exists") && run.output.contains("--force-cleanup"), "{}", run.output);
+    assert!(get(client, "v1", "Namespace", None, ns).await.is_some(), "icetest deleted a namespace it did not make");
+    // ...unless --force-cleanup. The route deleted under the test: the ICE test names it.
+    let (ok, run) = icetest(node, client, ns, &["udp", "--force-cleanup"], Meddle::DeleteRoute).await;
+    assert!(!ok, "{}", run.output);
+    assert_eq!(run.failed_stage(), "Running asymmetric ICE test over TURN-UDP", "{}", run.output);
+    assert!(run.output.contains("no backend route"), "{}", run.output);
+    cleaned_up(client, ns).await;
+    eprintln!(
+        "node e2e: our icetest: leftover namespace refused, removed with --force-cleanup; route deleted: fails at the ICE test ({:.0?})",
+        t0.elapsed()
+    );
+
+    // The shared secret changed once the credentials were obtained: the allocation with them
+    // is refused (the TURN-UDP test may have allocated before the change reached stunnerd).
+    let t0 = Instant::now();
+    let (ok, run) = icetest(node, client, "icetest-changed", &["udp", "tcp"], Meddle::ChangeSecret).await;
+    assert!(!ok, "{}", run.output);
+    let failed = run.failed_stage();
+    assert!(failed.starts_with("Running asymmetric ICE test over TURN-"), "{}", run.output);
+    assert!(run.output.contains("credentials refused"), "{}", run.output);
+    cleaned_up(client, "icetest-changed").await;
+    eprintln!("node e2e: our icetest, secret changed: fails at {failed} ({:.0?})", t0.elapsed());
+}
