@@ -133,13 +133,33 @@ fn section<'a>(stdout: &'a str, from: &str, to: Option<&str>) -> &'a str {
     to.and_then(|to| rest.find(to)).map_or(rest, |end| &rest[..end])
 }
 
-/// Both TURN listeners accept: stunnerd runs the config. Twice [`LIMIT`]: stunnerd's start,
-/// its first CDS watch and its listeners once took over 30 s on a loaded machine.
+/// Both TURN listeners answer: stunnerd runs the config. The TCP one accepting does not mean
+/// the UDP one reads yet (an allocation over UDP once went unanswered right after it), so the
+/// UDP one must answer a STUN Binding request too. Twice [`LIMIT`]: stunnerd's start, its
+/// first CDS watch and its listeners once took over 30 s on a loaded machine.
 async fn listening(turn_port: u16) {
     eventually("stunnerd serves the Gateway's TURN-TCP listener", 2 * LIMIT, async || {
         tokio::net::TcpStream::connect(("127.0.0.1", turn_port)).await.is_ok()
     })
     .await;
+    eventually("stunnerd answers a STUN Binding request on the Gateway's TURN-UDP listener", 2 * LIMIT, async || {
+        binding_answered(turn_port).await
+    })
+    .await;
+}
+
+/// Whether a STUN Binding request (RFC 8489: type 0x0001, no attributes, the magic cookie) to
+/// `port` on loopback gets a Binding Success Response within a second.
+async fn binding_answered(port: u16) -> bool {
+    let Ok(socket) = tokio::net::UdpSocket::bind("127.0.0.1:0").await else { return false };
+    let mut request = vec![0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
+    request.extend_from_slice(b"icetest-wait");
+    if socket.send_to(&request, ("127.0.0.1", port)).await.is_err() {
+        return false;
+    }
+    let mut answer = [0u8; 512];
+    let received = tokio::time::timeout(Duration::from_secs(1), socket.recv(&mut answer)).await;
+    matches!(received, Ok(Ok(n)) if n >= 20 && answer[..2] == [0x01, 0x01] && answer[8..20] == request[8..20])
 }
 
 #[tokio::test]

@@ -169,13 +169,16 @@ pub async fn our_icetest_relays_and_names_broken_stages(node: &Node, client: &Cl
     );
 
     // The shared secret changed once the credentials were obtained: the allocation with them
-    // is refused (the TURN-UDP test may have allocated before the change reached stunnerd).
+    // is refused. The TURN-UDP test may have allocated before the change reached stunnerd; then
+    // its relay stops carrying the ICE checks once it does, and that test fails with a silent
+    // data channel instead (seen once in a full run): the stage is named either way.
     let t0 = Instant::now();
     let (ok, run) = icetest(node, client, "icetest-changed", &["udp", "tcp"], Meddle::ChangeSecret).await;
     assert!(!ok, "{}", run.output);
     let failed = run.failed_stage();
     assert!(failed.starts_with("Running asymmetric ICE test over TURN-"), "{}", run.output);
-    assert!(run.output.contains("credentials refused"), "{}", run.output);
+    let named = ["credentials refused", "the data channel did not open"];
+    assert!(named.iter().any(|why| run.output.contains(why)), "{}", run.output);
     cleaned_up(client, "icetest-changed").await;
     eprintln!("node e2e: our icetest, secret changed: fails at {failed} ({:.0?})", t0.elapsed());
 }
