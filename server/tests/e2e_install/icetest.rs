@@ -19,9 +19,8 @@
 //! Short runs (`--duration 3s`): the cost is the Gateways' dataplane pods starting, about
 //! 20 s a run.
 
-use super::upstream_icetest::{Run, line_reader, sent_and_lost, stand_in_load_balancer};
+use super::upstream_icetest::{Run, follow, sent_and_lost};
 use super::*;
-use std::sync::mpsc::RecvTimeoutError;
 
 /// The image tests/images/build.sh builds from our icetester (`build.sh --ref icetester-rs`).
 fn our_icetester_image() -> String {
@@ -49,7 +48,7 @@ enum Meddle {
 /// Runs our icetest in `ns` with `args` to its end, acting as the load balancer and doing
 /// `meddle`; returns whether it exited 0, and what it printed.
 async fn icetest(node: &Node, client: &Client, ns: &str, args: &[&str], meddle: Meddle) -> (bool, Run) {
-    let mut child = Command::new(stunnerctl_bin())
+    let child = Command::new(stunnerctl_bin())
         .args(["--kubeconfig", node.kubeconfig.to_str().unwrap(), "-n", ns, "icetest"])
         .args(["--timeout", "90s", "--duration", "3s"])
         .args(args)
@@ -57,44 +56,22 @@ async fn icetest(node: &Node, client: &Client, ns: &str, args: &[&str], meddle: 
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run stunnerctl icetest");
-    let lines = line_reader(child.stdout.take().unwrap());
-    let services: Api<Service> = Api::namespaced(client.clone(), ns);
     let routes = e2e::api_for(client, "stunner.l7mp.io/v1", "UDPRoute", Some(ns)).await;
     let configs = e2e::api_for(client, "stunner.l7mp.io/v1", "GatewayConfig", Some(ns)).await;
-    let (mut output, mut meddled, mut exposed) = (String::new(), false, BTreeSet::new());
-    let started = Instant::now();
-    let status = loop {
-        assert!(started.elapsed() < RUN_BOUND, "icetest ran past {RUN_BOUND:?}:\n{output}");
-        match tokio::task::block_in_place(|| lines.recv_timeout(Duration::from_millis(250))) {
-            Ok(line) => {
-                output.push_str(&line);
-                output.push('\n');
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                if let Some(status) = child.try_wait().unwrap() {
-                    break status;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(RecvTimeoutError::Timeout) => {}
+    let mut meddled = false;
+    let (status, output) = follow(child, node, client, ns, RUN_BOUND, async |output: &str| match meddle {
+        Meddle::DeleteRoute if !meddled && routes.get_opt("icetest-route").await.ok().flatten().is_some() => {
+            routes.delete("icetest-route", &DeleteParams::default()).await.unwrap();
+            meddled = true;
         }
-        stand_in_load_balancer(&services, node, &mut exposed).await;
-        match meddle {
-            Meddle::DeleteRoute if !meddled && routes.get_opt("icetest-route").await.ok().flatten().is_some() => {
-                routes.delete("icetest-route", &DeleteParams::default()).await.unwrap();
-                meddled = true;
-            }
-            Meddle::ChangeSecret if !meddled && output.contains("Obtaining ICE server configuration... completed") => {
-                let changed = json!({"spec": {"sharedSecret": "changed-under-the-test"}});
-                configs.patch("icetest-gatewayconfig", &PatchParams::default(), &Patch::Merge(changed)).await.unwrap();
-                meddled = true;
-            }
-            _ => {}
+        Meddle::ChangeSecret if !meddled && output.contains("Obtaining ICE server configuration... completed") => {
+            let changed = json!({"spec": {"sharedSecret": "changed-under-the-test"}});
+            configs.patch("icetest-gatewayconfig", &PatchParams::default(), &Patch::Merge(changed)).await.unwrap();
+            meddled = true;
         }
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    output.push_str(&stderr);
+        _ => {}
+    })
+    .await;
     assert!(meddle == Meddle::None || meddled, "the test did not get to break the run:\n{output}");
     (status.success(), Run::parse(output))
 }

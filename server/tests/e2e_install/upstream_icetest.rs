@@ -44,6 +44,7 @@
 //! (20 s of data per ICE test, 60 s and 90 s of retries before a failing stage is reported).
 
 use super::*;
+use std::process::{Child, ExitStatus};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 
 /// The ICE test peer image tests/images/build.sh builds (upstream's name, the pinned version).
@@ -116,7 +117,7 @@ enum Meddle {
 /// balancer controller and doing `meddle`; returns what it printed. Also checks it removed
 /// what it made.
 async fn icetest(node: &Node, client: &Client, ns: &str, transports: &[&str], extra: &[&str], meddle: Meddle) -> Run {
-    let mut child = Command::new(tool("tests/interop/bin/stunnerctl"))
+    let child = Command::new(tool("tests/interop/bin/stunnerctl"))
         .args(["--kubeconfig", node.kubeconfig.to_str().unwrap(), "-n", ns, "icetest"])
         .args(transports)
         .args(["--ice-tester-image", ICETESTER_IMAGE])
@@ -125,14 +126,57 @@ async fn icetest(node: &Node, client: &Client, ns: &str, transports: &[&str], ex
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run upstream stunnerctl icetest");
-    let lines = line_reader(child.stdout.take().unwrap());
-    let services: Api<Service> = Api::namespaced(client.clone(), ns);
     let routes = e2e::api_for(client, "stunner.l7mp.io/v1", "UDPRoute", Some(ns)).await;
     let configs = e2e::api_for(client, "stunner.l7mp.io/v1", "GatewayConfig", Some(ns)).await;
-    let (mut output, mut meddled, mut exposed) = (String::new(), false, BTreeSet::new());
+    let mut meddled = false;
+    let (status, output) = follow(child, node, client, ns, RUN_BOUND, async |output: &str| match meddle {
+        Meddle::DeleteRoute if !meddled && routes.get_opt("icetest-route").await.ok().flatten().is_some() => {
+            routes.delete("icetest-route", &DeleteParams::default()).await.unwrap();
+            meddled = true;
+            eprintln!("node e2e: upstream icetest: deleted its route");
+        }
+        Meddle::ProbeTurnTcpAfter(stage) if !meddled && output.contains(&format!("{stage}... completed")) => {
+            let verdict = turn_tcp_probe(node, client, ns).await;
+            assert_eq!(verdict["stage"], "relay", "TURN-TCP through icetest's Gateway: {verdict}");
+            meddled = true;
+            eprintln!("node e2e: TURN-TCP through icetest's TCP Gateway allocates and is permitted: {verdict}");
+        }
+        Meddle::RotateSecretAfter(stage) if !meddled && output.contains(&format!("{stage}... completed")) => {
+            let rotated = json!({"spec": {"sharedSecret": "rotated-under-the-test"}});
+            configs.patch("icetest-gatewayconfig", &PatchParams::default(), &Patch::Merge(rotated)).await.unwrap();
+            meddled = true;
+            eprintln!("node e2e: upstream icetest: rotated the shared secret after \"{stage}\"");
+        }
+        _ => {}
+    })
+    .await;
+    assert!(status.success(), "upstream stunnerctl icetest exited with {status}:\n{output}");
+    assert!(matches!(meddle, Meddle::None) || meddled, "the test did not get to break the run:\n{output}");
+    // Upstream's cleanup, on our operator: the dataplane goes with the Gateways.
+    e2e::wait_gone(client, "v1", "Namespace", None, ns).await;
+    e2e::wait_gone(client, "stunner.l7mp.io/v1", "Dataplane", None, "icetester-dataplane").await;
+    e2e::wait_gone(client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "icetest-gatewayclass").await;
+    Run::parse(output)
+}
+
+/// Follows a spawned icetest (ours or upstream's) to its end, within `bound`: stands in for
+/// the load balancer controller and, after each line it prints (or 250 ms without one), calls
+/// `meddle` with all it printed so far. Returns its exit status and its output, stdout then
+/// stderr.
+pub(super) async fn follow(
+    mut child: Child,
+    node: &Node,
+    client: &Client,
+    ns: &str,
+    bound: Duration,
+    mut meddle: impl AsyncFnMut(&str),
+) -> (ExitStatus, String) {
+    let lines = line_reader(child.stdout.take().unwrap());
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let (mut output, mut exposed) = (String::new(), BTreeSet::new());
     let started = Instant::now();
     let status = loop {
-        assert!(started.elapsed() < RUN_BOUND, "icetest ran past {RUN_BOUND:?}:\n{output}");
+        assert!(started.elapsed() < bound, "icetest ran past {bound:?}:\n{output}");
         match tokio::task::block_in_place(|| lines.recv_timeout(Duration::from_millis(250))) {
             Ok(line) => {
                 output.push_str(&line);
@@ -147,37 +191,12 @@ async fn icetest(node: &Node, client: &Client, ns: &str, transports: &[&str], ex
             Err(RecvTimeoutError::Timeout) => {}
         }
         stand_in_load_balancer(&services, node, &mut exposed).await;
-        match meddle {
-            Meddle::DeleteRoute if !meddled && routes.get_opt("icetest-route").await.ok().flatten().is_some() => {
-                routes.delete("icetest-route", &DeleteParams::default()).await.unwrap();
-                meddled = true;
-                eprintln!("node e2e: upstream icetest: deleted its route");
-            }
-            Meddle::ProbeTurnTcpAfter(stage) if !meddled && output.contains(&format!("{stage}... completed")) => {
-                let verdict = turn_tcp_probe(node, client, ns).await;
-                assert_eq!(verdict["stage"], "relay", "TURN-TCP through icetest's Gateway: {verdict}");
-                meddled = true;
-                eprintln!("node e2e: TURN-TCP through icetest's TCP Gateway allocates and is permitted: {verdict}");
-            }
-            Meddle::RotateSecretAfter(stage) if !meddled && output.contains(&format!("{stage}... completed")) => {
-                let rotated = json!({"spec": {"sharedSecret": "rotated-under-the-test"}});
-                configs.patch("icetest-gatewayconfig", &PatchParams::default(), &Patch::Merge(rotated)).await.unwrap();
-                meddled = true;
-                eprintln!("node e2e: upstream icetest: rotated the shared secret after \"{stage}\"");
-            }
-            _ => {}
-        }
+        meddle(&output).await;
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     output.push_str(&stderr);
-    assert!(status.success(), "upstream stunnerctl icetest exited with {status}:\n{output}");
-    assert!(matches!(meddle, Meddle::None) || meddled, "the test did not get to break the run:\n{output}");
-    // Upstream's cleanup, on our operator: the dataplane goes with the Gateways.
-    e2e::wait_gone(client, "v1", "Namespace", None, ns).await;
-    e2e::wait_gone(client, "stunner.l7mp.io/v1", "Dataplane", None, "icetester-dataplane").await;
-    e2e::wait_gone(client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "icetest-gatewayclass").await;
-    Run::parse(output)
+    (status, output)
 }
 
 /// The load balancer controller this node lacks: each icetest Gateway's LoadBalancer Service
