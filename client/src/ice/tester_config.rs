@@ -6,10 +6,8 @@
 //! upstream's symmetric ICE test, where both ends go through the Gateway.
 
 use super::error::TesterConfigError;
-use super::relay::ServerTransport;
 use super::turn_uri::TurnUri;
 use serde::{Deserialize, Deserializer, Serialize};
-use std::net::SocketAddr;
 use stunner_gateway::turn_auth::IceServer;
 
 /// `RTCIceTransportPolicy`: `all` (host candidates) or `relay` (TURN only). pion's third,
@@ -61,13 +59,9 @@ pub struct RelayServer {
 }
 
 impl RelayServer {
-    /// The same server as one ICE server of a tester config: what a dialer at `addr` uses.
-    pub fn ice_server(addr: SocketAddr, transport: ServerTransport, username: &str, password: &str) -> IceServer {
-        IceServer {
-            urls: vec![TurnUri::format(addr, transport)],
-            username: username.to_string(),
-            credential: password.to_string(),
-        }
+    /// The server at `uri` as the one ICE server of a tester config.
+    pub fn ice_server(uri: &TurnUri, username: &str, password: &str) -> IceServer {
+        IceServer { urls: vec![uri.to_string()], username: username.to_string(), credential: password.to_string() }
     }
 }
 
@@ -126,6 +120,7 @@ impl TesterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ice::relay::ServerTransport;
 
     /// What upstream's stunnerctl POSTs for a symmetric test (Go's encoding of
     /// `whipconn.Config` with pion v4.2.11's `ICEServer`, which always writes
@@ -175,7 +170,8 @@ mod tests {
     fn an_update_keeps_the_endpoint_and_a_token_not_given() {
         let mut config =
             TesterConfig { bearer_token: "t".into(), whip_endpoint: "/whip".into(), ..TesterConfig::default() };
-        let server = RelayServer::ice_server("127.0.0.1:3478".parse().unwrap(), ServerTransport::Tcp, "u", "p");
+        let uri = TurnUri { host: "127.0.0.1".into(), port: 3478, transport: ServerTransport::Tcp };
+        let server = RelayServer::ice_server(&uri, "u", "p");
         let mut posted = TesterConfig::relayed_through(vec![server.clone()]);
         posted.whip_endpoint = "/other".into();
         config.update(posted).unwrap();

@@ -5,6 +5,7 @@
 
 use super::error::TurnUriError;
 use super::relay::ServerTransport;
+use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
 /// RFC 7065's default port for `turn:`.
@@ -76,14 +77,20 @@ impl TurnUri {
             std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} resolves to no address", self.host))
         })
     }
+}
 
-    /// The URI of a server at `addr` over `transport`, as the credential API writes it.
-    pub fn format(addr: SocketAddr, transport: ServerTransport) -> String {
-        let transport = match transport {
+/// As the credential API writes it: `turn:HOST:PORT?transport=udp|tcp`, an IPv6 host bracketed.
+impl fmt::Display for TurnUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let transport = match self.transport {
             ServerTransport::Udp => "udp",
             ServerTransport::Tcp => "tcp",
         };
-        format!("turn:{addr}?transport={transport}")
+        if self.host.contains(':') {
+            write!(f, "turn:[{}]:{}?transport={transport}", self.host, self.port)
+        } else {
+            write!(f, "turn:{}:{}?transport={transport}", self.host, self.port)
+        }
     }
 }
 
@@ -104,8 +111,9 @@ mod tests {
         assert_eq!(uri.socket_addr(), None, "a name is resolved, not parsed");
         let uri = TurnUri::parse("TURN:[::1]:30478?transport=UDP").unwrap();
         assert_eq!(uri.socket_addr(), Some("[::1]:30478".parse().unwrap()));
-        let addr = "[::1]:3478".parse().unwrap();
-        assert_eq!(TurnUri::parse(&TurnUri::format(addr, ServerTransport::Tcp)).unwrap().socket_addr(), Some(addr));
+        for text in ["turn:[::1]:3478?transport=tcp", "turn:udp-gateway.icetest.svc.cluster.local:3478?transport=udp"] {
+            assert_eq!(TurnUri::parse(text).unwrap().to_string(), text, "written back as read");
+        }
     }
 
     #[test]

@@ -8,13 +8,17 @@
 //!
 //! Runs, each to its end and each checked for its cleanup (namespace, Dataplane, GatewayClass
 //! gone):
-//! - over TURN-UDP and TURN-TCP: every stage completes, a statistics line per transport with
-//!   most packets back, the client's selected candidate a relay;
+//! - over TURN-UDP and TURN-TCP: every stage completes, asymmetric then symmetric ICE (the
+//!   tester allocating on each Gateway's Service by its cluster DNS name), a statistics line
+//!   per test with most packets back, the client's selected candidate a relay, and the
+//!   tester's too in the symmetric tests;
 //! - a namespace already there: fails at "Initializing" and leaves that namespace alone; then
 //!   with `--force-cleanup` it is removed and the run goes on (next case);
 //! - the route deleted as soon as it exists: fails at the ICE test, naming the missing route;
 //! - the GatewayConfig's shared secret changed once the credentials were obtained: an ICE test
-//!   allocating with them is refused, naming the credentials.
+//!   allocating with them is refused, naming the credentials;
+//! - Ctrl-C (SIGINT) once the tester is up: the run says it was interrupted, exits non-zero and
+//!   still removes what it made.
 //!
 //! Short runs (`--duration 3s`): the cost is the Gateways' dataplane pods starting, about
 //! 20 s a run.
@@ -43,6 +47,8 @@ enum Meddle {
     DeleteRoute,
     /// Changes the GatewayConfig's shared secret once the credentials were obtained.
     ChangeSecret,
+    /// Sends icetest SIGINT (Ctrl-C) once its objects are made and the tester is up.
+    Interrupt,
 }
 
 /// Runs our icetest in `ns` with `args` to its end, acting as the load balancer and doing
@@ -56,6 +62,7 @@ async fn icetest(node: &Node, client: &Client, ns: &str, args: &[&str], meddle: 
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run stunnerctl icetest");
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
     let routes = e2e::api_for(client, "stunner.l7mp.io/v1", "UDPRoute", Some(ns)).await;
     let configs = e2e::api_for(client, "stunner.l7mp.io/v1", "GatewayConfig", Some(ns)).await;
     let mut meddled = false;
@@ -67,6 +74,12 @@ async fn icetest(node: &Node, client: &Client, ns: &str, args: &[&str], meddle: 
         Meddle::ChangeSecret if !meddled && output.contains("Obtaining ICE server configuration... completed") => {
             let changed = json!({"spec": {"sharedSecret": "changed-under-the-test"}});
             configs.patch("icetest-gatewayconfig", &PatchParams::default(), &Patch::Merge(changed)).await.unwrap();
+            meddled = true;
+        }
+        Meddle::Interrupt if !meddled && output.contains("Checking installation... completed") => {
+            #[allow(unsafe_code)] // kill(2) on the child this test started
+            let sent = unsafe { libc::kill(pid, libc::SIGINT) };
+            assert_eq!(sent, 0, "SIGINT to icetest");
             meddled = true;
         }
         _ => {}
@@ -84,8 +97,9 @@ async fn cleaned_up(client: &Client, ns: &str) {
     e2e::wait_gone(client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "icetest-gatewayclass").await;
 }
 
-/// The passing run: all of upstream's stages, a statistics line per transport with most
-/// packets back, the client's selected candidate a relay.
+/// The passing run: all of upstream's stages, a statistics line per ICE test with most
+/// packets back, the client's selected candidate a relay, and in the symmetric tests the
+/// tester's too (it allocated on the Gateway's Service).
 fn check_passed(run: &Run) {
     let expected = [
         "Initializing",
@@ -94,17 +108,26 @@ fn check_passed(run: &Run) {
         "Obtaining ICE server configuration",
         "Running asymmetric ICE test over TURN-UDP",
         "Running asymmetric ICE test over TURN-TCP",
+        "Running symmetric ICE test over TURN-UDP",
+        "Running symmetric ICE test over TURN-TCP",
     ];
     assert_eq!(run.completed(), expected, "our icetest's stages:\n{}", run.output);
     let stats: Vec<(u64, u64)> = run.output.lines().filter_map(sent_and_lost).collect();
-    assert_eq!(stats.len(), 2, "a Statistics line per ICE test:\n{}", run.output);
+    assert_eq!(stats.len(), 4, "a Statistics line per ICE test:\n{}", run.output);
     for (sent, lost) in stats {
         assert!(sent > 0 && lost * 2 < sent, "{lost} of {sent} packets lost:\n{}", run.output);
     }
-    for block in run.output.split("LocalICECandidates:").skip(1) {
-        let local = block.split("RemoteICECandidates:").next().unwrap_or_default();
-        let chosen = local.lines().find(|l| l.trim_start().starts_with("* ")).unwrap_or_default();
-        assert!(chosen.contains("relay"), "the client's selected candidate is not a relay: {chosen}\n{}", run.output);
+    let chosen = |candidates: &str| {
+        candidates.lines().find(|l| l.trim_start().starts_with("* ")).unwrap_or_default().to_string()
+    };
+    let blocks: Vec<&str> = run.output.split("LocalICECandidates:").skip(1).collect();
+    assert_eq!(blocks.len(), 4, "candidates per ICE test:\n{}", run.output);
+    for (i, block) in blocks.iter().enumerate() {
+        let (local, remote) = block.split_once("RemoteICECandidates:").unwrap_or((block, ""));
+        let (local, remote) = (chosen(local), chosen(remote));
+        assert!(local.contains("relay"), "the client's selected candidate is not a relay: {local}\n{}", run.output);
+        let symmetric = i >= 2;
+        assert_eq!(remote.contains("relay"), symmetric, "the tester's selected candidate: {remote}\n{}", run.output);
     }
 }
 
@@ -158,4 +181,12 @@ pub async fn our_icetest_relays_and_names_broken_stages(node: &Node, client: &Cl
     assert!(named.iter().any(|why| run.output.contains(why)), "{}", run.output);
     cleaned_up(client, "icetest-changed").await;
     eprintln!("node e2e: our icetest, secret changed: fails at {failed} ({:.0?})", t0.elapsed());
+
+    // Ctrl-C once the objects are made: the run stops, says why, and removes them.
+    let t0 = Instant::now();
+    let (ok, run) = icetest(node, client, "icetest-interrupted", &["udp"], Meddle::Interrupt).await;
+    assert!(!ok, "{}", run.output);
+    assert!(run.output.contains("ICE tester stopped due to user interrupt"), "{}", run.output);
+    cleaned_up(client, "icetest-interrupted").await;
+    eprintln!("node e2e: our icetest, Ctrl-C after the installation check: cleaned up ({:.0?})", t0.elapsed());
 }

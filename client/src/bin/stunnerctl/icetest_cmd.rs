@@ -140,14 +140,17 @@ pub struct TurnServer {
 }
 
 impl TurnServer {
-    /// This server as the one ICE server of a tester's config: what the dialer uses itself.
-    pub fn ice_server(&self, transport: TurnTransport) -> IceServer {
-        RelayServer::ice_server(self.addr, transport.server_transport(), &self.username, &self.password)
+    /// This server as the one ICE server of a tester's config, reached at `host` on the port
+    /// and with the credential the dialer uses: the dialer's own address standalone, the
+    /// Gateway's Service name in a cluster (upstream's `updateICEServerAddr`).
+    pub fn ice_server(&self, transport: TurnTransport, host: &str) -> IceServer {
+        let uri = TurnUri { host: host.to_string(), port: self.addr.port(), transport: transport.server_transport() };
+        RelayServer::ice_server(&uri, &self.username, &self.password)
     }
 }
 
 /// What a successful run over one transport measured.
-pub(super) struct Report {
+struct Report {
     stats: Stats,
     local: Vec<CandidateDesc>,
     remote: Vec<CandidateDesc>,
@@ -201,7 +204,9 @@ async fn stages(
     let servers = stage("Checking Gateway", None, async { turn_servers(&ice, transports) }).await?;
     let servers: Vec<_> = transports.iter().copied().zip(servers).collect();
     // Standalone, the tester reaches the Gateway where this side does.
-    ice_tests(args, whip, &servers, |transport, server| vec![server.ice_server(transport)], timeouts, deadline).await
+    let tester_servers =
+        |transport, server: &TurnServer| vec![server.ice_server(transport, &server.addr.ip().to_string())];
+    ice_tests(args, whip, &servers, tester_servers, timeouts, deadline).await
 }
 
 /// Upstream's ICE tests in its order: asymmetric over each transport, then symmetric over
@@ -330,7 +335,7 @@ fn turn_addr(uri: &str, transport: TurnTransport) -> Option<SocketAddr> {
 
 /// Allocation, offer/answer, the data channel, the measurement: the first that fails names
 /// what to check. The tester's config for `kind` is set already.
-pub(super) async fn ice_test(
+async fn ice_test(
     kind: IceTestType,
     transport: TurnTransport,
     server: &TurnServer,
@@ -431,7 +436,7 @@ pub(super) async fn ice_test(
     Ok(Report { stats, local, remote })
 }
 
-pub(super) fn print_report(report: &Report) {
+fn print_report(report: &Report) {
     println!("\t{}", report.stats.line());
     for (name, candidates) in [("LocalICECandidates", &report.local), ("RemoteICECandidates", &report.remote)] {
         println!("\t{name}:");
@@ -476,16 +481,18 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
     }
 
-    /// Standalone, the tester is told the server the dialer uses: the same address, transport
-    /// and credential.
+    /// The tester is told the server the dialer uses: the same port, transport and credential,
+    /// at the host it reaches (standalone the same address; IPv6 bracketed).
     #[test]
     fn the_testers_ice_server_is_the_dialers() {
-        let server = TurnServer { addr: "127.0.0.1:3478".parse().unwrap(), username: "u".into(), password: "p".into() };
+        let server = TurnServer { addr: "[::1]:3478".parse().unwrap(), username: "u".into(), password: "p".into() };
         for transport in [TurnTransport::Udp, TurnTransport::Tcp] {
-            let ice = server.ice_server(transport);
+            let ice = server.ice_server(transport, &server.addr.ip().to_string());
             assert_eq!(ice.urls.len(), 1);
             assert_eq!(turn_addr(&ice.urls[0], transport), Some(server.addr), "{ice:?}");
             assert_eq!((ice.username.as_str(), ice.credential.as_str()), ("u", "p"));
         }
+        let ice = server.ice_server(TurnTransport::Tcp, "icetest-tcp-gateway.icetest.svc.cluster.local");
+        assert_eq!(ice.urls, ["turn:icetest-tcp-gateway.icetest.svc.cluster.local:3478?transport=tcp"]);
     }
 }

@@ -37,6 +37,12 @@ pub fn gateway_name(transport: TurnTransport) -> &'static str {
     }
 }
 
+/// Where a pod reaches a transport's Gateway: its Service (named as the Gateway) by its cluster
+/// DNS name, as upstream hands its tester for the symmetric test.
+pub fn service_host(transport: TurnTransport, ns: &str) -> String {
+    format!("{}.{ns}.svc.cluster.local", gateway_name(transport))
+}
+
 /// A kind this test makes, as the API server serves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kind {

@@ -5,15 +5,16 @@
 //! (`manifests`); waits, bounded, for the tester, the Gateways' public addresses and their
 //! dataplane pods; takes credentials from the operator's credential API (`/ice`, on the
 //! `app=stunner-auth` pods through a port-forward, or `--auth-server-address`); runs the ICE
-//! tests of `icetest_cmd` through each Gateway to the tester, reaching the tester's WHIP
-//! endpoint through the API server's pod proxy; and removes what it made at the end, after a
+//! tests of `icetest_cmd` through each Gateway to the tester, asymmetric then symmetric (the
+//! tester allocating on the Gateway's Service, by its cluster DNS name), reaching the tester's
+//! WHIP endpoint and `/config` through the API server's pod proxy; and removes what it made at the end, after a
 //! failure, a timeout or Ctrl-C. Upstream's stages, in its words and order.
 
 pub mod manifests;
 mod objects;
 
 use super::cli::IceTestArgs;
-use super::icetest_cmd::{self, Failed, IceTestType, StageError, TurnServer, TurnTransport, stage};
+use super::icetest_cmd::{self, Failed, StageError, TurnServer, TurnTransport, stage};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::Api;
@@ -101,17 +102,11 @@ async fn stages(
     let servers =
         stage("Obtaining ICE server configuration", None, ice_servers(&auth.address, ns, transports, timeouts)).await?;
     let whip_url = format!("http://{}/whip", whip.local_addr());
-    // Upstream runs every asymmetric test, then every symmetric one. The symmetric ones
-    // (`icetest_cmd::ice_tests`, the tester told through its /config to relay through the
-    // Gateway's Service) are not run here yet: a fresh tester answers with host candidates.
-    let kind = IceTestType::Asymmetric;
-    for (transport, server) in transports.iter().zip(&servers) {
-        let label = format!("{kind} ICE test over {transport}");
-        let test = icetest_cmd::ice_test(kind, *transport, server, &whip_url, args, timeouts, deadline);
-        let report = stage("Running", Some(&label), test).await?;
-        icetest_cmd::print_report(&report);
-    }
-    Ok(())
+    let servers: Vec<_> = transports.iter().copied().zip(servers).collect();
+    // The tester, in the cluster, reaches each Gateway through its Service by name.
+    let tester_servers =
+        |transport, server: &TurnServer| vec![server.ice_server(transport, &manifests::service_host(transport, ns))];
+    icetest_cmd::ice_tests(args, &whip_url, &servers, tester_servers, timeouts, deadline).await
 }
 
 /// A Kubernetes client, the namespace (a leftover one removed with `--force-cleanup`), and
