@@ -4,7 +4,8 @@
 # built here, that `ctr -n k8s.io images import --all-platforms out/<NAME>.tar` names as below.
 #   pause     registry.k8s.io/pause:3.10        pause/pause.c, gcc -static
 #   operator  ghcr.io/l7mp/stunner-gateway-operator-rs:latest  (the Helm chart's default image)
-#                                               cargo build --release; the binary, the shared
+#                                               the test suite's cargo build (debug, its debug
+#                                               information stripped); the binary, the shared
 #                                               libraries ldd lists, uid/gid 65532 nonroot
 #   stunnerd  docker.io/l7mp/stunnerd:<tag>     (the operator's default dataplane image)
 #                                               tests/interop/bin/stunnerd: upstream's
@@ -121,13 +122,24 @@ icetester-rs_ref() {
   echo "$repo:$version"
 }
 
-# The release binaries of the images built from this workspace, in ONE cargo invocation: the
-# operator's and our icetester's dependencies are then compiled once, with one feature set
-# (two invocations would unify features differently and rebuild shared crates for each).
-cargo_release() {
-  (cd "$root" && cargo build --release --locked \
-      -p stunner-gateway-operator --bin stunner-gateway-operator \
-      -p stunner-gateway-client --bin icetester)
+# The binaries of the images built from this workspace (the operator, our icetester): the
+# test suite's own debug build, `cargo build --workspace --all-targets`, the same units
+# `cargo test --workspace --all-targets` builds, so that scripts/test compiles the workspace
+# once (a release build would compile the whole dependency tree a second time, optimised). Real
+# releases are built by the Dockerfile and the release workflow. cargo decides itself whether
+# a binary is stale (a no-op of a few seconds when it is not).
+cargo_test_build() {
+  (cd "$root" && cargo build --workspace --all-targets --locked)
+}
+
+# stripped BIN: a copy of BIN without its debug information, in $work, for an image (the
+# debug build's sections are most of its size); prints its path.
+stripped() {
+  local copy="$work/$(basename "$1")"
+  if ! fresh "$copy" "$1"; then
+    objcopy --strip-debug "$1" "$copy.tmp" && mv "$copy.tmp" "$copy" || return 1
+  fi
+  echo "$copy"
 }
 
 # The machine's architecture in Go's (and OCI's) words.
@@ -178,13 +190,14 @@ build_operator() {
     arm64) build_operator_arm64; return ;;
     *) echo "build.sh: OCI_ARCH=$OCI_ARCH: only arm64 is cross-built" >&2; return 1 ;;
   esac
-  local bin="${CARGO_TARGET_DIR:-$root/target}/release/stunner-gateway-operator" tar="$out/operator.tar" ref
+  local bin="${CARGO_TARGET_DIR:-$root/target}/debug/stunner-gateway-operator" tar="$out/operator.tar" ref
   ref="$(operator_ref)"
-  # cargo decides itself whether the binary is stale (a no-op of a few seconds when it is not)
-  cargo_release
+  cargo_test_build || return 1
   fresh "$tar" "$bin" "$root/deploy/helm/stunner-gateway-operator/values.yaml" \
     "$here/oci-archive.py" "$here/build.sh" && return 2
-  local files=(--file "$bin=/stunner-gateway-operator")
+  local copy
+  copy="$(stripped "$bin")" || return 1
+  local files=(--file "$copy=/stunner-gateway-operator")
   # exactly the shared objects the binary loads: `libx.so => /path (addr)` and the loader `/path (addr)`
   local lib
   while read -r lib; do
@@ -239,16 +252,18 @@ build_icetester() {
     --file "$bin=/usr/bin/icetester" --entrypoint /usr/bin/icetester --expose 8089/tcp
 }
 
-# Our Rust icetester (client/src/bin/icetester), from the operator's cargo invocation and
-# target dir (no second dependency build); linked like the operator, so it ships the shared
-# libraries ldd lists. The pod our icetest makes runs `icetester` by name, so PATH is set.
+# Our Rust icetester (client/src/bin/icetester), from the operator's cargo invocation (no
+# second build); linked like the operator, so it ships the shared libraries ldd lists. The pod
+# our icetest makes runs `icetester` by name, so PATH is set.
 build_icetester-rs() {
-  local bin="${CARGO_TARGET_DIR:-$root/target}/release/icetester" tar="$out/icetester-rs.tar" ref lib
+  local bin="${CARGO_TARGET_DIR:-$root/target}/debug/icetester" tar="$out/icetester-rs.tar" ref lib
   ref="$(icetester-rs_ref)" || return 1
-  cargo_release
+  cargo_test_build || return 1
   fresh "$tar" "$bin" "$root/Cargo.toml" "$root/client/src/bin/stunnerctl/icetest_cluster/manifests.rs" \
     "$here/oci-archive.py" "$here/build.sh" && return 2
-  local files=(--file "$bin=/usr/bin/icetester")
+  local copy
+  copy="$(stripped "$bin")" || return 1
+  local files=(--file "$copy=/usr/bin/icetester")
   while read -r lib; do
     files+=(--file "$(readlink -f "$lib")=$lib")
   done < <(ldd "$bin" | awk '$2=="=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
