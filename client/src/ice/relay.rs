@@ -25,6 +25,16 @@ pub enum ServerTransport {
     Tcp,
 }
 
+impl ServerTransport {
+    /// As a TURN URI's `transport=` parameter names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerTransport::Udp => "udp",
+            ServerTransport::Tcp => "tcp",
+        }
+    }
+}
+
 /// Where the allocation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RelayState {

@@ -82,10 +82,7 @@ impl TurnUri {
 /// As the credential API writes it: `turn:HOST:PORT?transport=udp|tcp`, an IPv6 host bracketed.
 impl fmt::Display for TurnUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let transport = match self.transport {
-            ServerTransport::Udp => "udp",
-            ServerTransport::Tcp => "tcp",
-        };
+        let transport = self.transport.as_str();
         if self.host.contains(':') {
             write!(f, "turn:[{}]:{}?transport={transport}", self.host, self.port)
         } else {

@@ -49,19 +49,16 @@ pub async fn configure(endpoint: &str, config: &TesterConfig, timeouts: Timeouts
     let unreachable = |f: crate::cds::http::Failure| WhipError::Unreachable { url: at.clone(), reason: f.reason() };
     let body = serde_json::to_string(config).expect("a config serializes");
     let response = post(&authority, &url, JSON_CONTENT_TYPE, body, timeouts).await.map_err(unreachable)?;
-    let text = |body: &[u8]| String::from_utf8_lossy(body).trim().to_string();
+    let refused = |response: &crate::cds::http::Response| WhipError::Config {
+        url: at.clone(),
+        reason: format!("{}: {}", response.status, String::from_utf8_lossy(&response.body).trim()),
+    };
     if !response.status.is_success() {
-        return Err(WhipError::Config {
-            url: at.clone(),
-            reason: format!("{}: {}", response.status, text(&response.body)),
-        });
+        return Err(refused(&response));
     }
     let response = fetch_as(&authority, &url, JSON_CONTENT_TYPE, timeouts).await.map_err(unreachable)?;
     if !response.status.is_success() {
-        return Err(WhipError::Config {
-            url: at.clone(),
-            reason: format!("{}: {}", response.status, text(&response.body)),
-        });
+        return Err(refused(&response));
     }
     serde_json::from_slice(&response.body)
         .map_err(|e| WhipError::Config { url: at.clone(), reason: format!("a config that does not read: {e}") })

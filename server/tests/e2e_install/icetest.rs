@@ -23,7 +23,7 @@
 //! Short runs (`--duration 3s`): the cost is the Gateways' dataplane pods starting, about
 //! 20 s a run.
 
-use super::upstream_icetest::{Run, follow, sent_and_lost};
+use super::upstream_icetest::{Run, cleaned_up, follow, sent_and_lost};
 use super::*;
 
 /// The image tests/images/build.sh builds from our icetester (`build.sh --ref icetester-rs`).
@@ -87,14 +87,6 @@ async fn icetest(node: &Node, client: &Client, ns: &str, args: &[&str], meddle: 
     .await;
     assert!(meddle == Meddle::None || meddled, "the test did not get to break the run:\n{output}");
     (status.success(), Run::parse(output))
-}
-
-/// What a run made is gone: the namespace (with the Gateways, route and tester), and the
-/// cluster-scoped Dataplane and GatewayClass.
-async fn cleaned_up(client: &Client, ns: &str) {
-    e2e::wait_gone(client, "v1", "Namespace", None, ns).await;
-    e2e::wait_gone(client, "stunner.l7mp.io/v1", "Dataplane", None, "icetester-dataplane").await;
-    e2e::wait_gone(client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "icetest-gatewayclass").await;
 }
 
 /// The passing run: all of upstream's stages, a statistics line per ICE test with most

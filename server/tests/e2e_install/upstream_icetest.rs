@@ -153,10 +153,16 @@ async fn icetest(node: &Node, client: &Client, ns: &str, transports: &[&str], ex
     assert!(status.success(), "upstream stunnerctl icetest exited with {status}:\n{output}");
     assert!(matches!(meddle, Meddle::None) || meddled, "the test did not get to break the run:\n{output}");
     // Upstream's cleanup, on our operator: the dataplane goes with the Gateways.
+    cleaned_up(client, ns).await;
+    Run::parse(output)
+}
+
+/// What an icetest run (ours or upstream's, same names) made is gone: the namespace (with the
+/// Gateways, route and tester), and the cluster-scoped Dataplane and GatewayClass.
+pub(super) async fn cleaned_up(client: &Client, ns: &str) {
     e2e::wait_gone(client, "v1", "Namespace", None, ns).await;
     e2e::wait_gone(client, "stunner.l7mp.io/v1", "Dataplane", None, "icetester-dataplane").await;
     e2e::wait_gone(client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "icetest-gatewayclass").await;
-    Run::parse(output)
 }
 
 /// Follows a spawned icetest (ours or upstream's) to its end, within `bound`: stands in for

@@ -83,14 +83,14 @@ impl Server {
     fn config(&self) -> TesterConfig {
         self.config.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
 
-    /// Whether `req` carries the bearer token, when one is set.
-    fn authorized(&self, req: &Request<Incoming>) -> bool {
-        let token = self.config().bearer_token;
-        token.is_empty() || {
-            let sent = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-            sent == Some(&format!("Bearer {token}"))
-        }
+/// Whether `req` carries the bearer token of `config`, when one is set.
+fn authorized(config: &TesterConfig, req: &Request<Incoming>) -> bool {
+    let token = &config.bearer_token;
+    token.is_empty() || {
+        let sent = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        sent == Some(&format!("Bearer {token}"))
     }
 }
 
@@ -157,14 +157,20 @@ fn reply(status: StatusCode, text: &str) -> Reply {
 
 /// Routes: the config, the WHIP endpoint; both behind the bearer token when one is set.
 async fn handle(server: Arc<Server>, local: SocketAddr, req: Request<Incoming>) -> Result<Reply, hyper::Error> {
-    let path = req.uri().path().trim_end_matches('/').to_string();
-    let endpoint = server.config().whip_endpoint;
+    // One look at the config per request: its endpoint, its token and, for an offer, how the
+    // session answers.
+    let config = server.config();
+    let path = req.uri().path().trim_end_matches('/');
     let is_config = path == CONFIG_PATH;
-    if !is_config && path != endpoint.trim_end_matches('/') {
+    if !is_config && path != config.whip_endpoint.trim_end_matches('/') {
         return Ok(reply(StatusCode::NOT_FOUND, "404 page not found"));
     }
-    if !server.authorized(&req) {
+    if !authorized(&config, &req) {
         return Ok(reply(StatusCode::UNAUTHORIZED, "unauthorized request"));
     }
-    if is_config { Ok(config_api::handle(&server, req).await) } else { Ok(session::handle(&server, local, req).await) }
+    if is_config {
+        Ok(config_api::handle(&server, req).await)
+    } else {
+        Ok(session::handle(&server, &config, local, req).await)
+    }
 }

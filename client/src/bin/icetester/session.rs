@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use stunner_gateway_client::ice::link::{Link, Socket};
 use stunner_gateway_client::ice::peer::Peer;
 use stunner_gateway_client::ice::probe;
-use stunner_gateway_client::ice::tester_config::RelayServer;
+use stunner_gateway_client::ice::tester_config::{RelayServer, TesterConfig};
 use stunner_gateway_client::ice::whip::SDP_CONTENT_TYPE;
 use tokio::net::UdpSocket;
 
@@ -25,7 +25,8 @@ const MAX_OFFER: usize = 64 * 1024;
 /// How long resolving the TURN server, connecting to it and allocating may take together.
 const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(super) async fn handle(server: &Server, local: SocketAddr, req: Request<Incoming>) -> Reply {
+/// Answers the offer in `req` as `config` (the one in force when it arrived) says.
+pub(super) async fn handle(server: &Server, config: &TesterConfig, local: SocketAddr, req: Request<Incoming>) -> Reply {
     if req.method() != Method::POST {
         return reply(StatusCode::METHOD_NOT_ALLOWED, "only POST");
     }
@@ -40,7 +41,6 @@ pub(super) async fn handle(server: &Server, local: SocketAddr, req: Request<Inco
         Err(_) => return reply(StatusCode::PAYLOAD_TOO_LARGE, "the offer is too large or was cut off"),
     };
     let offer = String::from_utf8_lossy(&body);
-    let config = server.config();
     // The config was checked when it was set; a failure here is a bug, answered as one.
     let relay = match config.relay_server() {
         Ok(relay) => relay,

@@ -56,13 +56,6 @@ impl TurnTransport {
         }
     }
 
-    fn uri_transport(self) -> &'static str {
-        match self {
-            TurnTransport::Udp => "udp",
-            TurnTransport::Tcp => "tcp",
-        }
-    }
-
     fn server_transport(self) -> ServerTransport {
         match self {
             TurnTransport::Udp => ServerTransport::Udp,
@@ -73,7 +66,7 @@ impl TurnTransport {
 
 /// Upstream's two ICE tests (`ICETestType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IceTestType {
+enum IceTestType {
     /// Only this side goes through the Gateway; the tester answers with a host candidate.
     Asymmetric,
     /// Both sides do: the tester allocates on the Gateway too.
@@ -108,13 +101,13 @@ pub(super) fn transports(protocols: &[String]) -> Result<Vec<TurnTransport>, Str
 
 /// A stage that failed: what happened and what to check.
 #[derive(Debug)]
-pub struct StageError {
-    pub error: String,
+pub(super) struct StageError {
+    pub(super) error: String,
     diagnostics: String,
 }
 
 impl StageError {
-    pub fn new(error: impl fmt::Display, diagnostics: impl Into<String>) -> StageError {
+    pub(super) fn new(error: impl fmt::Display, diagnostics: impl Into<String>) -> StageError {
         StageError { error: error.to_string(), diagnostics: diagnostics.into() }
     }
 }
@@ -133,17 +126,17 @@ impl Error for Failed {}
 
 /// One TURN server of the Gateway: where, with which credential.
 #[derive(Debug, Clone)]
-pub struct TurnServer {
-    pub addr: SocketAddr,
-    pub username: String,
-    pub password: String,
+pub(super) struct TurnServer {
+    pub(super) addr: SocketAddr,
+    username: String,
+    password: String,
 }
 
 impl TurnServer {
     /// This server as the one ICE server of a tester's config, reached at `host` on the port
     /// and with the credential the dialer uses: the dialer's own address standalone, the
     /// Gateway's Service name in a cluster (upstream's `updateICEServerAddr`).
-    pub fn ice_server(&self, transport: TurnTransport, host: &str) -> IceServer {
+    pub(super) fn ice_server(&self, transport: TurnTransport, host: &str) -> IceServer {
         let uri = TurnUri { host: host.to_string(), port: self.addr.port(), transport: transport.server_transport() };
         RelayServer::ice_server(&uri, &self.username, &self.password)
     }
@@ -213,7 +206,7 @@ async fn stages(
 /// each, where the tester allocates on the ICE servers `tester_servers` gives for the
 /// transport (where the tester reaches the Gateway: the dialer's own address standalone, the
 /// Gateway's Service in a cluster). Stops at the first that fails.
-pub async fn ice_tests(
+pub(super) async fn ice_tests(
     args: &IceTestArgs,
     whip: &str,
     servers: &[(TurnTransport, TurnServer)],
@@ -241,7 +234,7 @@ pub async fn ice_tests(
 
 /// Sets the tester's `/config` as upstream's icetest does before each test: relayed through
 /// `servers` (policy `relay`), or host candidates when there are none; and reads it back.
-pub async fn configure_tester(whip: &str, servers: Vec<IceServer>, timeouts: Timeouts) -> Result<(), StageError> {
+async fn configure_tester(whip: &str, servers: Vec<IceServer>, timeouts: Timeouts) -> Result<(), StageError> {
     let config = TesterConfig::relayed_through(servers);
     let set = whip::configure(whip, &config, timeouts).await.map_err(|e| {
         StageError::new(
@@ -260,7 +253,7 @@ pub async fn configure_tester(whip: &str, servers: Vec<IceServer>, timeouts: Tim
 }
 
 /// Prints a stage's line, runs it, and ends the line with `completed` or the error.
-pub async fn stage<T>(
+pub(super) async fn stage<T>(
     name: &str,
     over: Option<&str>,
     body: impl Future<Output = Result<T, StageError>>,
@@ -298,7 +291,7 @@ fn check_whip_url(whip: &str) -> Result<(), StageError> {
 }
 
 /// The Gateway's TURN server for each transport, from the URIs of the ICE config.
-pub fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
+pub(super) fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec<TurnServer>, StageError> {
     transports
         .iter()
         .map(|t| {
@@ -320,7 +313,7 @@ pub fn turn_servers(ice: &IceConfig, transports: &[TurnTransport]) -> Result<Vec
                             "the Gateway needs a {t} listener ({} listener) and a public address: check \
                              `stunnerctl gateway-status` (the Gateway's addresses and listeners) and the Gateway's \
                              Service (no external IP yet?)",
-                            t.uri_transport().to_uppercase()
+                            t.server_transport().as_str().to_uppercase()
                         ),
                     )
                 })
