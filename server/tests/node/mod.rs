@@ -36,6 +36,11 @@ pub const OPERATOR_IMAGE: &str = "ghcr.io/l7mp/stunner-gateway-operator-rs:lates
 /// How long a start waits for the node another test runs (one at a time machine-wide): longer
 /// than the longest real-node test, the fault test at about 12 minutes.
 const LOCK_WAIT: Duration = Duration::from_secs(40 * 60);
+/// This test process's nodes, one at a time for the whole life of each. The node program's
+/// machine-wide lock is released the moment a node exits, so the next test's node could start
+/// (and make its bridge) before the test that stopped the first has checked the machine clean
+/// ([`assert_machine_clean`]): a node holds this until it is dropped.
+static NODES_OF_THIS_PROCESS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Bring-up takes 1-3 minutes on a busy machine, after the wait for another test's node.
 const START_TIMEOUT: Duration = LOCK_WAIT.saturating_add(Duration::from_secs(5 * 60));
 /// Teardown kills what is left after this, so a hung component cannot hang the test run.
@@ -87,6 +92,8 @@ pub struct Node {
     /// Every component's log (the node's own is `node.log`), by component name.
     pub logs: BTreeMap<String, PathBuf>,
     pub admin: Client,
+    /// Held until after drop has stopped the node ([`NODES_OF_THIS_PROCESS`]).
+    _one_at_a_time: tokio::sync::MutexGuard<'static, ()>,
 }
 
 /// The multi-call binary that runs the node, if built (else the test is skipped).
@@ -109,6 +116,9 @@ impl Node {
         #[allow(unsafe_code)] // geteuid(2): std has no safe wrapper
         let euid = unsafe { libc::geteuid() };
         assert_eq!(euid, 0, "the real-node tests need root (they create a bridge, iptables rules and mounts)");
+        let one_at_a_time = tokio::time::timeout(LOCK_WAIT, NODES_OF_THIS_PROCESS.lock())
+            .await
+            .unwrap_or_else(|_| panic!("another test's node still runs in this process after {LOCK_WAIT:?}"));
         let dir = std::env::temp_dir().join(format!("stunner-node-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -164,7 +174,17 @@ impl Node {
         let kubeconfig = dir.join("admin.kubeconfig");
         let admin = client_from(&kubeconfig).await;
         let control = Mutex::new(Control { stdin, answers: lines });
-        Some(Node { child: Some(child), control, node_ip: facts.node_ip, kubeconfig, facts, logs, admin, dir })
+        Some(Node {
+            child: Some(child),
+            control,
+            node_ip: facts.node_ip,
+            kubeconfig,
+            facts,
+            logs,
+            admin,
+            dir,
+            _one_at_a_time: one_at_a_time,
+        })
     }
 
     /// The last lines of every component's log, for a failure message.
